@@ -1,0 +1,144 @@
+// The credential store the authenticator engine persists through. The engine
+// sees only this protocol; LatchkeyStore implements it over SQLite and
+// MemoryCredentialStore implements it for tests and fuzzers.
+
+/// A discoverable credential as the store keeps it.
+///
+/// Non-discoverable credentials are never stored: their credential ID is the
+/// private key wrapped under the key's wrapping secret (see `CredentialWrapper`).
+public struct StoredCredential: Sendable, Equatable {
+    /// The credential ID the relying party sees (random, 32 bytes).
+    public var id: [UInt8]
+    /// The relying party identifier (`rp.id`).
+    public var rpId: String
+    /// SHA-256 of `rpId`.
+    public var rpIdHash: [UInt8]
+    /// `rp.name`, when the client sent one.
+    public var rpName: String?
+    /// The user handle (`user.id`, at most 64 bytes).
+    public var userId: [UInt8]
+    /// `user.name`.
+    public var userName: String?
+    /// `user.displayName`.
+    public var userDisplayName: String?
+    /// The COSE algorithm identifier (-7 ES256, -8 EdDSA).
+    public var algorithm: Int
+    /// The private key: a P-256 scalar or an Ed25519 seed (32 bytes). Plain in
+    /// memory; every persistent store encrypts it at rest.
+    public var privateKey: [UInt8]
+    /// The credProtect level (1, 2 or 3) the credential was made with.
+    public var credProtect: UInt8
+    /// Creation order, assigned by the store on `save`: larger is newer.
+    public var sequence: Int64
+
+    public init(
+        id: [UInt8],
+        rpId: String,
+        rpIdHash: [UInt8],
+        rpName: String? = nil,
+        userId: [UInt8],
+        userName: String? = nil,
+        userDisplayName: String? = nil,
+        algorithm: Int,
+        privateKey: [UInt8],
+        credProtect: UInt8 = 1,
+        sequence: Int64 = 0
+    ) {
+        self.id = id
+        self.rpId = rpId
+        self.rpIdHash = rpIdHash
+        self.rpName = rpName
+        self.userId = userId
+        self.userName = userName
+        self.userDisplayName = userDisplayName
+        self.algorithm = algorithm
+        self.privateKey = privateKey
+        self.credProtect = credProtect
+        self.sequence = sequence
+    }
+}
+
+/// A failure of the store itself (disk, database, decryption), with context for
+/// the log. Equal by code, so tests can match it.
+public struct StoreError: Error, Equatable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        let name: String
+        /// The storage medium is full (ENOSPC, SQLITE_FULL).
+        public static let full = Code(name: "full")
+        /// A value read back failed to decrypt or to parse.
+        public static let corrupt = Code(name: "corrupt")
+        /// Any other I/O or database failure.
+        public static let io = Code(name: "io")
+        /// Another process holds the store.
+        public static let locked = Code(name: "locked")
+        public var description: String { name }
+    }
+
+    public var code: Code
+    public var reason: String
+    public var file: String
+    public var line: Int
+
+    public init(_ code: Code, _ reason: String, file: String = #fileID, line: Int = #line) {
+        self.code = code
+        self.reason = reason
+        self.file = file
+        self.line = line
+    }
+
+    public static func == (lhs: StoreError, rhs: StoreError) -> Bool { lhs.code == rhs.code }
+
+    public var description: String { "store \(code): \(reason) (\(file):\(line))" }
+}
+
+/// Persistent state of one virtual key.
+///
+/// Durability contract: every mutating call has reached stable storage when it
+/// returns, so an answer the engine sends after it survives kill -9 and power
+/// loss.
+public protocol CredentialStore: Sendable {
+    /// Saves a new discoverable credential and assigns its `sequence`. A stored
+    /// credential with the same `rpIdHash` and `userId` is replaced (CTAP 2.1
+    /// §6.1.2 step 18). Returns the credential as stored.
+    @discardableResult
+    func save(_ credential: StoredCredential) throws(StoreError) -> StoredCredential
+
+    /// Replaces the mutable fields (user name, display name, rp name) of the
+    /// credential with the same ID. Returns false when there is none.
+    @discardableResult
+    func update(_ credential: StoredCredential) throws(StoreError) -> Bool
+
+    /// The discoverable credentials for one relying party, newest first.
+    func credentials(rpIdHash: [UInt8]) throws(StoreError) -> [StoredCredential]
+
+    /// The credential with this ID, if stored.
+    func credential(id: [UInt8]) throws(StoreError) -> StoredCredential?
+
+    /// Every stored credential, newest first.
+    func allCredentials() throws(StoreError) -> [StoredCredential]
+
+    /// Deletes one credential (and its counter). Returns false when there was none.
+    @discardableResult
+    func deleteCredential(id: [UInt8]) throws(StoreError) -> Bool
+
+    /// How many discoverable credentials are stored.
+    func credentialCount() throws(StoreError) -> Int
+
+    /// The next signature counter value for `scope` (a credential ID, or the
+    /// empty scope for credentials that are not stored). Values for one scope
+    /// strictly increase and are never returned twice, even across a crash:
+    /// persistent stores reserve a block ahead and persist the reservation
+    /// before handing out a value from it. Values start at 1.
+    func nextSignatureCounter(scope: [UInt8]) throws(StoreError) -> UInt32
+
+    /// A small secret value (the wrapping secret, PIN state), encrypted at rest
+    /// by persistent stores with the name in the AAD.
+    func secret(named name: String) throws(StoreError) -> [UInt8]?
+
+    /// Stores or replaces a secret value; `nil` removes it.
+    func setSecret(_ value: [UInt8]?, named name: String) throws(StoreError)
+
+    /// authenticatorReset: deletes every credential and secret. Signature
+    /// counters keep increasing (a counter value is never reused).
+    func reset() throws(StoreError)
+}
