@@ -1,0 +1,309 @@
+// The CTAP2 commands latchkey implements. Checks run in the spec's order
+// (CTAP 2.1 §6.1.2, §6.2.2): which error wins is behaviour.
+
+import CBOR
+import LatchkeyCrypto
+
+extension Authenticator {
+    // MARK: - authenticatorMakeCredential (CTAP 2.1 §6.1.2)
+
+    func makeCredential(_ cbor: CBORValue) async throws(CTAPStatus) -> MakeCredentialResponse {
+        let request = try reading { () throws(CBORError) in try MakeCredentialRequest(cbor: cbor) }
+        guard request.clientDataHash.count == 32 else { throw .invalidLength }
+        guard request.user.id.count <= 64 else { throw .invalidLength }
+
+        // Steps 1–2: touch probe and pinUvAuthProtocol.
+        try await checkPinUvAuth(
+            param: request.pinUvAuthParam, pinUvAuthProtocol: request.pinUvAuthProtocol, rpId: request.rp.id
+        )
+
+        // Step 3: the first listed public-key algorithm we support.
+        guard
+            let algorithm = request.pubKeyCredParams.lazy
+                .filter({ $0.type == "public-key" })
+                .compactMap({ COSEAlgorithm(rawValue: $0.alg) })
+                .first(where: { self.configuration.algorithms.contains($0) })
+        else { throw .unsupportedAlgorithm }
+
+        // Step 5: options. latchkey has no built-in user verification.
+        if request.options.up == false { throw .invalidOption }
+        if request.options.uv == true { throw .invalidOption }
+        let discoverable = request.options.rk ?? false
+
+        // Step 6: enterprise attestation is not offered.
+        if request.enterpriseAttestation != nil { throw .invalidParameter }
+
+        // Step 11: excludeList. The touch comes before the answer, so that a
+        // page cannot probe for credentials without the user noticing.
+        let rpIdHash = SHA256.hash(Array(request.rp.id.utf8))
+        for descriptor in request.excludeList where descriptor.type == "public-key" {
+            if try findCredential(id: descriptor.id, rpIdHash: rpIdHash) != nil {
+                try await collectPresence(PresenceRequest(operation: .excludedCredential, rpId: request.rp.id))
+                throw .credentialExcluded
+            }
+        }
+
+        // Step 13: user presence.
+        try await collectPresence(
+            PresenceRequest(operation: .makeCredential, rpId: request.rp.id, userName: request.user.name)
+        )
+
+        // Step 15: a discoverable credential needs room (replacing one for
+        // the same user takes none).
+        if discoverable {
+            let existing = try storing("listing credentials") { () throws(StoreError) in
+                try store.credentials(rpIdHash: rpIdHash)
+            }
+            let replacing = existing.contains { $0.userId == request.user.id }
+            let count = try storing("counting credentials") { () throws(StoreError) in try store.credentialCount() }
+            if !replacing && count >= configuration.maxDiscoverableCredentials { throw .keyStoreFull }
+        }
+
+        // Step 14: the key pair and its credential ID.
+        let privateKey = try signing("generating a key") { () throws(CryptoError) in
+            try CredentialPrivateKey.generate(algorithm, entropy: entropy)
+        }
+        let credentialId: [UInt8]
+        let counterScope: [UInt8]
+        if discoverable {
+            credentialId = entropy.bytes(count: 32)
+            counterScope = credentialId
+            let credential = StoredCredential(
+                id: credentialId, rpId: request.rp.id, rpIdHash: rpIdHash, rpName: request.rp.name,
+                userId: request.user.id, userName: request.user.name, userDisplayName: request.user.displayName,
+                algorithm: algorithm.rawValue, privateKey: privateKey.rawRepresentation
+            )
+            // Durable before the answer leaves (DESIGN.md, "Nothing is lost").
+            _ = try storing("saving a credential") { () throws(StoreError) in try store.save(credential) }
+        } else {
+            credentialId = try signing("wrapping a credential") { () throws(CryptoError) in
+                try wrapper.wrap(
+                    WrappedCredential(privateKey: privateKey, credProtect: 1), rpIdHash: rpIdHash, entropy: entropy
+                )
+            }
+            counterScope = []
+        }
+        let signCount = try storing("taking a signature counter") { () throws(StoreError) in
+            try store.nextSignatureCounter(scope: counterScope)
+        }
+
+        let authData = AuthenticatorData(
+            rpIdHash: rpIdHash, flags: [.userPresent], signCount: signCount,
+            attestedCredential: (configuration.aaguid, credentialId, privateKey.publicCOSEKey)
+        ).bytes
+
+        // Step 16: the attestation statement.
+        let signed = authData + request.clientDataHash
+        switch configuration.attestation {
+        case .none:
+            return MakeCredentialResponse(fmt: "none", authData: authData, attStmt: .map([]))
+        case .selfAttestation:
+            let sig = try signing("self attestation") { () throws(CryptoError) in try privateKey.signature(for: signed) }
+            return MakeCredentialResponse(
+                fmt: "packed", authData: authData,
+                attStmt: .textMap([("alg", .int(algorithm.rawValue)), ("sig", .bytes(sig))])
+            )
+        case .batch:
+            guard let identity = configuration.attestationIdentity else {
+                diagnostics?("batch attestation configured without an attestation identity")
+                throw .other
+            }
+            let sig = try signing("batch attestation") { () throws(CryptoError) in
+                try identity.privateKey.signature(for: signed)
+            }
+            return MakeCredentialResponse(
+                fmt: "packed", authData: authData,
+                attStmt: .textMap([
+                    ("alg", .int(COSEAlgorithm.es256.rawValue)), ("sig", .bytes(sig)),
+                    ("x5c", .array(identity.certificateChain.map { .bytes($0) })),
+                ])
+            )
+        }
+    }
+
+    // MARK: - authenticatorGetAssertion (CTAP 2.1 §6.2.2)
+
+    func getAssertion(_ cbor: CBORValue) async throws(CTAPStatus) -> GetAssertionResponse {
+        let request = try reading { () throws(CBORError) in try GetAssertionRequest(cbor: cbor) }
+        guard request.clientDataHash.count == 32 else { throw .invalidLength }
+
+        // Steps 1–2: touch probe and pinUvAuthProtocol.
+        try await checkPinUvAuth(param: request.pinUvAuthParam, pinUvAuthProtocol: request.pinUvAuthProtocol, rpId: request.rpId)
+
+        // Step 5: options. "rk" means nothing for getAssertion; no built-in UV.
+        if request.options.rk != nil { throw .unsupportedOption }
+        if request.options.uv == true { throw .invalidOption }
+        let userPresence = request.options.up ?? true
+
+        // Step 7: locate credentials; with an allowList the first match,
+        // without one every discoverable credential for the RP, newest first.
+        let rpIdHash = SHA256.hash(Array(request.rpId.utf8))
+        var found: FoundCredential?
+        var others: [StoredCredential] = []
+        if request.allowList.isEmpty {
+            var stored = try storing("listing credentials") { () throws(StoreError) in
+                try store.credentials(rpIdHash: rpIdHash)
+            }
+            if !stored.isEmpty {
+                let newest = stored.removeFirst()
+                found = try findCredential(id: newest.id, rpIdHash: rpIdHash)
+                others = stored
+            }
+        } else {
+            for descriptor in request.allowList where descriptor.type == "public-key" {
+                if let credential = try findCredential(id: descriptor.id, rpIdHash: rpIdHash) {
+                    found = credential
+                    break
+                }
+            }
+        }
+        guard let credential = found else { throw .noCredentials }
+
+        // Step 9: user presence, unless the client asked for a silent check.
+        if userPresence {
+            try await collectPresence(
+                PresenceRequest(operation: .getAssertion, rpId: request.rpId, userName: credential.stored?.userName)
+            )
+        }
+
+        let flags: AuthenticatorDataFlags = userPresence ? [.userPresent] : []
+        var response = try assertion(
+            for: credential, rpIdHash: rpIdHash, flags: flags, clientDataHash: request.clientDataHash
+        )
+        if !others.isEmpty {
+            response.numberOfCredentials = others.count + 1
+            pendingAssertions = PendingAssertions(
+                remaining: others, clientDataHash: request.clientDataHash, rpIdHash: rpIdHash, flags: flags,
+                lastAt: clock.milliseconds
+            )
+        }
+        return response
+    }
+
+    // MARK: - authenticatorGetNextAssertion (CTAP 2.1 §6.3)
+
+    func getNextAssertion() throws(CTAPStatus) -> GetAssertionResponse {
+        guard var pending = pendingAssertions, !pending.remaining.isEmpty else { throw .notAllowed }
+        let now = clock.milliseconds
+        guard now - pending.lastAt <= configuration.getNextAssertionWindowMilliseconds else {
+            pendingAssertions = nil
+            throw .notAllowed
+        }
+        let next = pending.remaining.removeFirst()
+        pending.lastAt = now
+        pendingAssertions = pending.remaining.isEmpty ? nil : pending
+        // The credential may have been deleted meanwhile (control API): then
+        // the sequence is over.
+        guard let credential = try findCredential(id: next.id, rpIdHash: pending.rpIdHash) else {
+            pendingAssertions = nil
+            throw .notAllowed
+        }
+        return try assertion(
+            for: credential, rpIdHash: pending.rpIdHash, flags: pending.flags, clientDataHash: pending.clientDataHash
+        )
+    }
+
+    /// Signs one assertion with a fresh counter value.
+    private func assertion(
+        for credential: FoundCredential,
+        rpIdHash: [UInt8],
+        flags: AuthenticatorDataFlags,
+        clientDataHash: [UInt8]
+    ) throws(CTAPStatus) -> GetAssertionResponse {
+        let scope = credential.stored == nil ? [] : credential.id
+        let signCount = try storing("taking a signature counter") { () throws(StoreError) in
+            try store.nextSignatureCounter(scope: scope)
+        }
+        let authData = AuthenticatorData(rpIdHash: rpIdHash, flags: flags, signCount: signCount).bytes
+        let signature = try signing("signing an assertion") { () throws(CryptoError) in
+            try credential.privateKey.signature(for: authData + clientDataHash)
+        }
+        // Without user verification only the user handle identifies the account.
+        let user = credential.stored.map {
+            UserEntity(id: $0.userId, name: $0.userName, displayName: $0.userDisplayName).cbor(identifying: false)
+        }
+        return GetAssertionResponse(
+            credential: CredentialDescriptor(id: credential.id), authData: authData, signature: signature, user: user
+        )
+    }
+
+    // MARK: - authenticatorGetInfo (CTAP 2.1 §6.4)
+
+    func getInfo() throws(CTAPStatus) -> GetInfoResponse {
+        let stored = try storing("counting credentials") { () throws(StoreError) in try store.credentialCount() }
+        var versions = ["FIDO_2_0"]
+        if configuration.u2fAvailable { versions.insert("U2F_V2", at: 0) }
+        return GetInfoResponse(
+            versions: versions,
+            aaguid: configuration.aaguid,
+            options: [("rk", true), ("up", true), ("plat", false)],
+            maxMsgSize: Self.maxMessageSize,
+            maxCredentialCountInList: configuration.maxCredentialCountInList,
+            maxCredentialIdLength: Self.maxCredentialIdLength,
+            transports: ["usb"],
+            algorithms: configuration.algorithms.map { CredentialParameters(alg: $0.rawValue) },
+            firmwareVersion: configuration.firmwareVersion,
+            remainingDiscoverableCredentials: max(0, configuration.maxDiscoverableCredentials - stored)
+        )
+    }
+
+    // MARK: - authenticatorReset (CTAP 2.1 §6.6)
+
+    func reset() async throws(CTAPStatus) {
+        // Only soon after power-up, as hardware keys do, so that malware on the
+        // host cannot wipe a key that has been plugged in for a while.
+        guard clock.milliseconds - poweredUpAt <= configuration.resetWindowMilliseconds else { throw .notAllowed }
+        try await collectPresence(PresenceRequest(operation: .reset))
+        try storing("resetting the store") { () throws(StoreError) in try store.reset() }
+        let secret = entropy.bytes(count: 32)
+        try storing("replacing the wrapping secret") { () throws(StoreError) in
+            try store.setSecret(secret, named: Self.wrappingSecretName)
+        }
+        wrapper = CredentialWrapper(secret: secret)
+        pendingAssertions = nil
+    }
+}
+
+/// The authenticatorGetInfo response (CTAP 2.1 §6.4). Only what latchkey does
+/// is advertised.
+///
+/// | key  | name                             |
+/// |------|----------------------------------|
+/// | 0x01 | versions                         |
+/// | 0x03 | aaguid                           |
+/// | 0x04 | options                          |
+/// | 0x05 | maxMsgSize                       |
+/// | 0x07 | maxCredentialCountInList         |
+/// | 0x08 | maxCredentialIdLength            |
+/// | 0x09 | transports                       |
+/// | 0x0A | algorithms                       |
+/// | 0x0E | firmwareVersion                  |
+/// | 0x14 | remainingDiscoverableCredentials |
+public struct GetInfoResponse: Sendable {
+    public var versions: [String]
+    public var aaguid: [UInt8]
+    public var options: [(String, Bool)]
+    public var maxMsgSize: Int
+    public var maxCredentialCountInList: Int
+    public var maxCredentialIdLength: Int
+    public var transports: [String]
+    public var algorithms: [CredentialParameters]
+    public var firmwareVersion: UInt64
+    public var remainingDiscoverableCredentials: Int
+
+    /// Appends the response map.
+    public func encode(into out: inout [UInt8]) {
+        CBORValue.intMap([
+            (0x01, .array(versions.map { .text($0) })),
+            (0x03, .bytes(aaguid)),
+            (0x04, .textMap(options.map { ($0.0, .boolean($0.1)) })),
+            (0x05, .int(maxMsgSize)),
+            (0x07, .int(maxCredentialCountInList)),
+            (0x08, .int(maxCredentialIdLength)),
+            (0x09, .array(transports.map { .text($0) })),
+            (0x0A, .array(algorithms.map(\.cbor))),
+            (0x0E, .unsigned(firmwareVersion)),
+            (0x14, .int(remainingDiscoverableCredentials)),
+        ]).encode(into: &out)
+    }
+}

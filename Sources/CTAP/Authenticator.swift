@@ -1,0 +1,243 @@
+// The authenticator engine: CTAP2 requests (CTAPHID_CBOR payloads) and U2F
+// APDUs (CTAPHID_MSG payloads) in, responses out. No I/O: the store, the
+// clock, randomness and user presence are injected.
+
+import CBOR
+import LatchkeyCrypto
+
+/// Settings of one virtual key.
+public struct AuthenticatorConfiguration: Sendable {
+    /// The AAGUID (16 bytes) in authenticatorData and the attestation certificate.
+    public var aaguid: [UInt8]
+    /// Which attestation statement makeCredential returns.
+    public var attestation: AttestationMode
+    /// The batch attestation key and chain: needed for `.batch` and for U2F.
+    public var attestationIdentity: AttestationIdentity?
+    /// Algorithms offered, in preference order when a client lists several.
+    public var algorithms: [COSEAlgorithm]
+    /// How many discoverable credentials the key holds before
+    /// CTAP2_ERR_KEY_STORE_FULL.
+    public var maxDiscoverableCredentials: Int
+    /// maxCredentialCountInList advertised in getInfo.
+    public var maxCredentialCountInList: Int
+    /// How long after power-up authenticatorReset is allowed (CTAP 2.1 §6.6
+    /// lets keys limit it; hardware keys use 10 s).
+    public var resetWindowMilliseconds: UInt64
+    /// How long getNextAssertion stays possible after the previous assertion
+    /// (CTAP 2.1 §6.3: 30 s).
+    public var getNextAssertionWindowMilliseconds: UInt64
+    /// firmwareVersion advertised in getInfo.
+    public var firmwareVersion: UInt64
+    /// Whether CTAP1/U2F answers (needs `attestationIdentity`).
+    public var u2fEnabled: Bool
+
+    public init(
+        aaguid: [UInt8],
+        attestation: AttestationMode = .batch,
+        attestationIdentity: AttestationIdentity? = nil,
+        algorithms: [COSEAlgorithm] = [.es256, .edDSA],
+        maxDiscoverableCredentials: Int = 1000,
+        maxCredentialCountInList: Int = 16,
+        resetWindowMilliseconds: UInt64 = 10_000,
+        getNextAssertionWindowMilliseconds: UInt64 = 30_000,
+        firmwareVersion: UInt64 = 1,
+        u2fEnabled: Bool = true
+    ) {
+        precondition(aaguid.count == 16, "an AAGUID is 16 bytes")
+        self.aaguid = aaguid
+        self.attestation = attestation
+        self.attestationIdentity = attestationIdentity
+        self.algorithms = algorithms
+        self.maxDiscoverableCredentials = maxDiscoverableCredentials
+        self.maxCredentialCountInList = maxCredentialCountInList
+        self.resetWindowMilliseconds = resetWindowMilliseconds
+        self.getNextAssertionWindowMilliseconds = getNextAssertionWindowMilliseconds
+        self.firmwareVersion = firmwareVersion
+        self.u2fEnabled = u2fEnabled
+    }
+
+    /// Whether U2F is really available: enabled and with a certificate to sign with.
+    var u2fAvailable: Bool { u2fEnabled && attestationIdentity != nil }
+}
+
+/// One virtual FIDO2 key.
+public actor Authenticator {
+    /// The longest credential ID latchkey accepts in a list (advertised as
+    /// maxCredentialIdLength); longer IDs cannot be ours.
+    public static let maxCredentialIdLength = 128
+    /// The CTAPHID message limit, advertised as maxMsgSize.
+    public static let maxMessageSize = 7609
+    static let wrappingSecretName = "credential-wrapping-secret"
+
+    let configuration: AuthenticatorConfiguration
+    let store: any CredentialStore
+    let presence: any UserPresence
+    let clock: any MonotonicClock
+    let entropy: any EntropySource
+    let diagnostics: (@Sendable (String) -> Void)?
+
+    var wrapper: CredentialWrapper
+    var poweredUpAt: UInt64
+    var pendingAssertions: PendingAssertions?
+
+    /// A key over `store`. Creates the wrapping secret on first use.
+    /// `diagnostics` receives internal failure detail for the log (never key
+    /// material); the host only ever sees a status.
+    public init(
+        configuration: AuthenticatorConfiguration,
+        store: any CredentialStore,
+        presence: any UserPresence,
+        clock: any MonotonicClock,
+        entropy: any EntropySource = SystemEntropy(),
+        diagnostics: (@Sendable (String) -> Void)? = nil
+    ) throws(StoreError) {
+        self.configuration = configuration
+        self.store = store
+        self.presence = presence
+        self.clock = clock
+        self.entropy = entropy
+        self.diagnostics = diagnostics
+        self.wrapper = try Self.loadWrapper(store: store, entropy: entropy)
+        self.poweredUpAt = clock.milliseconds
+    }
+
+    private static func loadWrapper(store: any CredentialStore, entropy: any EntropySource) throws(StoreError)
+        -> CredentialWrapper
+    {
+        if let secret = try store.secret(named: wrappingSecretName), secret.count == 32 {
+            return CredentialWrapper(secret: secret)
+        }
+        let secret = entropy.bytes(count: 32)
+        try store.setSecret(secret, named: wrappingSecretName)
+        return CredentialWrapper(secret: secret)
+    }
+
+    /// The key was plugged in again (or the daemon restarted it): opens the
+    /// reset window and drops per-session state.
+    public func powerCycle() {
+        poweredUpAt = clock.milliseconds
+        pendingAssertions = nil
+    }
+
+    /// Handles one CTAPHID_CBOR request: command byte then CBOR parameters.
+    /// Returns the status byte followed by the CBOR response, if any.
+    public func handleCBOR(_ request: [UInt8]) async -> [UInt8] {
+        guard let first = request.first else { return [CTAPStatus.invalidLength.rawValue] }
+        let command = CTAPCommand(rawValue: first)
+        // Any command but getNextAssertion ends a getAssertion's sequence
+        // (CTAP 2.1 §6.3: the state is kept only between consecutive calls).
+        if command != .getNextAssertion { pendingAssertions = nil }
+        var response: [UInt8] = [CTAPStatus.ok.rawValue]
+        do throws(CTAPStatus) {
+            let parameters = Array(request.dropFirst())
+            switch command {
+            case .makeCredential:
+                try await makeCredential(decode(parameters)).encode(into: &response)
+            case .getAssertion:
+                try await getAssertion(decode(parameters)).encode(into: &response)
+            case .getNextAssertion:
+                try getNextAssertion().encode(into: &response)
+            case .getInfo:
+                try getInfo().encode(into: &response)
+            case .reset:
+                try await reset()
+            case .selection:
+                try await collectPresence(PresenceRequest(operation: .selection))
+            default:
+                throw CTAPStatus.invalidCommand
+            }
+            return response
+        } catch {
+            return [error.rawValue]
+        }
+    }
+
+    /// Decodes the parameter map of a command; an empty body is a missing parameter.
+    private func decode(_ parameters: [UInt8]) throws(CTAPStatus) -> CBORValue {
+        guard !parameters.isEmpty else { throw .missingParameter }
+        return try reading { () throws(CBORError) in try CBORDecoder().decode(parameters) }
+    }
+
+    // MARK: - Shared steps
+
+    /// Asks for user presence and maps a refusal to its status.
+    func collectPresence(_ request: PresenceRequest) async throws(CTAPStatus) {
+        switch await presence.requestPresence(request) {
+        case .approved: return
+        case .denied: throw .operationDenied
+        case .timedOut: throw .userActionTimeout
+        case .cancelled: throw .keepaliveCancel
+        }
+    }
+
+    /// A store call whose failure is logged once and answered with its status.
+    func storing<T>(_ what: String, _ body: () throws(StoreError) -> T) throws(CTAPStatus) -> T {
+        do {
+            return try body()
+        } catch {
+            diagnostics?("\(what): \(error)")
+            throw CTAPStatus(error)
+        }
+    }
+
+    /// A crypto call whose failure is logged once and answered with CTAP1_ERR_OTHER.
+    func signing<T>(_ what: String, _ body: () throws(CryptoError) -> T) throws(CTAPStatus) -> T {
+        do {
+            return try body()
+        } catch {
+            diagnostics?("\(what): \(error)")
+            throw CTAPStatus(error)
+        }
+    }
+
+    /// CTAP 2.1 §6.1.2 steps 1–2 and §6.2.2 steps 1–2: the empty
+    /// pinUvAuthParam touch probe, then the protocol check. latchkey has no
+    /// PIN yet, so a probe that gets its touch answers CTAP2_ERR_PIN_NOT_SET and
+    /// no pinUvAuthProtocol is supported.
+    func checkPinUvAuth(param: [UInt8]?, pinUvAuthProtocol: UInt64?, rpId: String) async throws(CTAPStatus) {
+        guard let param else { return }
+        if param.isEmpty {
+            try await collectPresence(PresenceRequest(operation: .touchProbe, rpId: rpId))
+            throw .pinNotSet
+        }
+        guard pinUvAuthProtocol != nil else { throw .missingParameter }
+        throw .invalidParameter
+    }
+
+    /// The stored or wrapped credential with `id` for `rpIdHash`, if any.
+    func findCredential(id: [UInt8], rpIdHash: [UInt8]) throws(CTAPStatus) -> FoundCredential? {
+        guard id.count <= Self.maxCredentialIdLength else { return nil }
+        if let stored = try storing("looking up a credential", { () throws(StoreError) in
+            try store.credential(id: id)
+        }), stored.rpIdHash == rpIdHash {
+            guard let algorithm = COSEAlgorithm(rawValue: stored.algorithm),
+                let key = try? CredentialPrivateKey(algorithm: algorithm, rawRepresentation: stored.privateKey)
+            else {
+                diagnostics?("stored credential has an unusable key")
+                throw .other
+            }
+            return FoundCredential(id: id, privateKey: key, stored: stored)
+        }
+        if let wrapped = wrapper.unwrap(id, rpIdHash: rpIdHash) {
+            return FoundCredential(id: id, privateKey: wrapped.privateKey, stored: nil)
+        }
+        return nil
+    }
+}
+
+/// A credential located for an operation.
+struct FoundCredential: Sendable {
+    var id: [UInt8]
+    var privateKey: CredentialPrivateKey
+    /// The stored record, for discoverable credentials.
+    var stored: StoredCredential?
+}
+
+/// What getNextAssertion needs from the getAssertion that started a sequence.
+struct PendingAssertions: Sendable {
+    var remaining: [StoredCredential]
+    var clientDataHash: [UInt8]
+    var rpIdHash: [UInt8]
+    var flags: AuthenticatorDataFlags
+    var lastAt: UInt64
+}

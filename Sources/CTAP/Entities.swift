@@ -1,0 +1,112 @@
+// The WebAuthn structures CTAP requests carry (CTAP 2.1 §6.1 and WebAuthn §5.4):
+// relying party, user and credential descriptors, as CBOR maps with text keys.
+
+public import CBOR
+
+/// PublicKeyCredentialRpEntity: `id` (required), `name`.
+public struct RelyingPartyEntity: Sendable, Equatable {
+    /// `id`: the RP ID.
+    public var id: String
+    /// `name`.
+    public var name: String?
+
+    public init(id: String, name: String? = nil) {
+        self.id = id
+        self.name = name
+    }
+
+    /// Reads the map; unknown keys (`icon`) are ignored.
+    public init(cbor: CBORValue) throws(CBORError) {
+        let map = try cbor.mapValue("rp")
+        id = try map.required("id").textValue("rp.id")
+        name = try map[text: "name"]?.textValue("rp.name")
+    }
+}
+
+/// PublicKeyCredentialUserEntity: `id` (required, at most 64 bytes), `name`,
+/// `displayName`.
+public struct UserEntity: Sendable, Equatable {
+    /// `id`: the user handle.
+    public var id: [UInt8]
+    /// `name`.
+    public var name: String?
+    /// `displayName`.
+    public var displayName: String?
+
+    public init(id: [UInt8], name: String? = nil, displayName: String? = nil) {
+        self.id = id
+        self.name = name
+        self.displayName = displayName
+    }
+
+    /// Reads the map; unknown keys (`icon`) are ignored.
+    public init(cbor: CBORValue) throws(CBORError) {
+        let map = try cbor.mapValue("user")
+        id = try map.required("id").bytesValue("user.id")
+        name = try map[text: "name"]?.textValue("user.name")
+        displayName = try map[text: "displayName"]?.textValue("user.displayName")
+    }
+
+    /// The map form: `id` always; `name` and `displayName` only when
+    /// `identifying` (CTAP 2.1 §6.2.2: no user-identifying information without
+    /// user verification).
+    public func cbor(identifying: Bool) -> CBORValue {
+        var entries: [(String, CBORValue)] = [("id", .bytes(id))]
+        if identifying {
+            if let name { entries.append(("name", .text(name))) }
+            if let displayName { entries.append(("displayName", .text(displayName))) }
+        }
+        return .textMap(entries)
+    }
+}
+
+/// PublicKeyCredentialDescriptor: `type` and `id` (required), `transports`.
+public struct CredentialDescriptor: Sendable, Equatable {
+    /// `type`; only "public-key" names a credential this key can know.
+    public var type: String
+    /// `id`: the credential ID.
+    public var id: [UInt8]
+
+    public init(type: String = "public-key", id: [UInt8]) {
+        self.type = type
+        self.id = id
+    }
+
+    /// Reads the map; `transports` is checked for type only.
+    public init(cbor: CBORValue) throws(CBORError) {
+        let map = try cbor.mapValue("credential descriptor")
+        type = try map.required("type").textValue("descriptor.type")
+        id = try map.required("id").bytesValue("descriptor.id")
+        if let transports = map[text: "transports"] {
+            for transport in try transports.arrayValue("descriptor.transports") {
+                _ = try transport.textValue("descriptor.transports[]")
+            }
+        }
+    }
+
+    /// The map form the authenticator returns.
+    public var cbor: CBORValue { .textMap([("type", .text(type)), ("id", .bytes(id))]) }
+}
+
+/// PublicKeyCredentialParameters: `type` and `alg`.
+public struct CredentialParameters: Sendable, Equatable {
+    /// `type`.
+    public var type: String
+    /// `alg`: a COSE algorithm identifier.
+    public var alg: Int
+
+    public init(type: String = "public-key", alg: Int) {
+        self.type = type
+        self.alg = alg
+    }
+
+    /// Reads the map (both keys required).
+    public init(cbor: CBORValue) throws(CBORError) {
+        let map = try cbor.mapValue("pubKeyCredParams[]")
+        type = try map.required("type").textValue("pubKeyCredParams[].type")
+        alg = try map.required("alg").intValue("pubKeyCredParams[].alg")
+    }
+
+    /// The map form used in getInfo's `algorithms`.
+    public var cbor: CBORValue { .textMap([("alg", .int(alg)), ("type", .text(type))]) }
+}

@@ -1,0 +1,107 @@
+// authenticatorMakeCredential (0x01), CTAP 2.1 §6.1.
+
+public import CBOR
+
+/// The authenticatorMakeCredential request (CTAP 2.1 §6.1).
+///
+/// | key  | name                  | type       |
+/// |------|-----------------------|------------|
+/// | 0x01 | clientDataHash        | bytes, required |
+/// | 0x02 | rp                    | map, required |
+/// | 0x03 | user                  | map, required |
+/// | 0x04 | pubKeyCredParams      | array, required |
+/// | 0x05 | excludeList           | array |
+/// | 0x06 | extensions            | map |
+/// | 0x07 | options               | map of booleans |
+/// | 0x08 | pinUvAuthParam        | bytes |
+/// | 0x09 | pinUvAuthProtocol     | unsigned |
+/// | 0x0A | enterpriseAttestation | unsigned |
+public struct MakeCredentialRequest: Sendable {
+    public var clientDataHash: [UInt8]
+    public var rp: RelyingPartyEntity
+    public var user: UserEntity
+    public var pubKeyCredParams: [CredentialParameters]
+    public var excludeList: [CredentialDescriptor]
+    public var extensions: [CBORMapEntry]
+    public var options: AuthenticatorOptions
+    public var pinUvAuthParam: [UInt8]?
+    public var pinUvAuthProtocol: UInt64?
+    public var enterpriseAttestation: UInt64?
+
+    /// Reads the request map; a missing required key or a value of the wrong
+    /// type throws.
+    public init(cbor: CBORValue) throws(CBORError) {
+        let map = try cbor.mapValue("makeCredential parameters")
+        clientDataHash = try map.required(0x01, "clientDataHash").bytesValue("clientDataHash")
+        rp = try RelyingPartyEntity(cbor: map.required(0x02, "rp"))
+        user = try UserEntity(cbor: map.required(0x03, "user"))
+        var parameters: [CredentialParameters] = []
+        for element in try map.required(0x04, "pubKeyCredParams").arrayValue("pubKeyCredParams") {
+            parameters.append(try CredentialParameters(cbor: element))
+        }
+        pubKeyCredParams = parameters
+        excludeList = try map[int: 0x05].map { list throws(CBORError) in try descriptors(list, "excludeList") } ?? []
+        extensions = try map[int: 0x06]?.mapValue("extensions").entries ?? []
+        options = try AuthenticatorOptions(cbor: map[int: 0x07])
+        pinUvAuthParam = try map[int: 0x08]?.bytesValue("pinUvAuthParam")
+        pinUvAuthProtocol = try map[int: 0x09]?.unsignedValue("pinUvAuthProtocol")
+        enterpriseAttestation = try map[int: 0x0A]?.unsignedValue("enterpriseAttestation")
+    }
+}
+
+/// The authenticatorMakeCredential response (CTAP 2.1 §6.1.2).
+///
+/// | key  | name     | type |
+/// |------|----------|------|
+/// | 0x01 | fmt      | text |
+/// | 0x02 | authData | bytes |
+/// | 0x03 | attStmt  | map |
+public struct MakeCredentialResponse: Sendable {
+    public var fmt: String
+    public var authData: [UInt8]
+    public var attStmt: CBORValue
+
+    /// Appends the response map.
+    public func encode(into out: inout [UInt8]) {
+        CBORValue.intMap([(0x01, .text(fmt)), (0x02, .bytes(authData)), (0x03, attStmt)]).encode(into: &out)
+    }
+}
+
+/// The `options` map of makeCredential and getAssertion: each known key is a
+/// boolean; unknown keys are ignored (CTAP 2.1 §6.1.2 step 5).
+public struct AuthenticatorOptions: Sendable, Equatable {
+    /// `rk`, if present.
+    public var rk: Bool?
+    /// `up`, if present.
+    public var up: Bool?
+    /// `uv`, if present.
+    public var uv: Bool?
+
+    public init(rk: Bool? = nil, up: Bool? = nil, uv: Bool? = nil) {
+        self.rk = rk
+        self.up = up
+        self.uv = uv
+    }
+
+    init(cbor: CBORValue?) throws(CBORError) {
+        guard let cbor else { return }
+        let map = try cbor.mapValue("options")
+        for entry in map.entries {
+            let key = try entry.key.textValue("options key")
+            switch key {
+            case "rk": rk = try entry.value.boolValue("options.rk")
+            case "up": up = try entry.value.boolValue("options.up")
+            case "uv": uv = try entry.value.boolValue("options.uv")
+            default: continue
+            }
+        }
+    }
+}
+
+func descriptors(_ value: CBORValue, _ what: String) throws(CBORError) -> [CredentialDescriptor] {
+    var list: [CredentialDescriptor] = []
+    for element in try value.arrayValue(what) {
+        list.append(try CredentialDescriptor(cbor: element))
+    }
+    return list
+}

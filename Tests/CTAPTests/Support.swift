@@ -1,0 +1,276 @@
+// Test support: a key with an in-memory store, a manual clock and
+// deterministic entropy; request builders; and signature checks that go
+// straight to OpenSSL, independent of LatchkeyCrypto.
+
+import CBOR
+import COpenSSL
+import Foundation
+import Synchronization
+import Testing
+
+@testable import CTAP
+
+/// Parses a hex string.
+func hex(_ string: String) -> [UInt8] {
+    let digits = Array(string.utf8).filter { $0 != UInt8(ascii: " ") }
+    func nibble(_ c: UInt8) -> UInt8 {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
+        default: return c - UInt8(ascii: "A") + 10
+        }
+    }
+    return stride(from: 0, to: digits.count, by: 2).map { nibble(digits[$0]) << 4 | nibble(digits[$0 + 1]) }
+}
+
+/// Presence answers taken from a queue (default: approve), recording every request.
+final class ScriptedPresence: UserPresence {
+    private let state = Mutex<(answers: [PresenceOutcome], seen: [PresenceRequest])>(([], []))
+
+    init(_ answers: [PresenceOutcome] = []) {
+        state.withLock { $0.answers = answers }
+    }
+
+    func enqueue(_ outcome: PresenceOutcome) { state.withLock { $0.answers.append(outcome) } }
+
+    var requests: [PresenceRequest] { state.withLock { $0.seen } }
+
+    func requestPresence(_ request: PresenceRequest) async -> PresenceOutcome {
+        state.withLock { state in
+            state.seen.append(request)
+            return state.answers.isEmpty ? .approved : state.answers.removeFirst()
+        }
+    }
+}
+
+let testAAGUID = hex("6c617463686b6579 0074657374 6b6579")
+
+/// The batch identity is slow-ish to make; share one.
+let sharedIdentity: AttestationIdentity = try! AttestationIdentity.generate(
+    aaguid: testAAGUID, entropy: DeterministicEntropy(seed: Array("identity".utf8)), now: 1_790_000_000
+)
+
+/// Everything a test needs around one authenticator.
+struct TestKey {
+    let authenticator: Authenticator
+    let store: MemoryCredentialStore
+    let clock: ManualClock
+    let presence: ScriptedPresence
+
+    init(
+        attestation: AttestationMode = .batch,
+        capacity: Int? = nil,
+        maxDiscoverable: Int = 1000,
+        algorithms: [COSEAlgorithm] = [.es256, .edDSA],
+        u2f: Bool = true,
+        seed: String = "test"
+    ) {
+        store = MemoryCredentialStore(capacity: capacity)
+        clock = ManualClock(start: 1_000)
+        presence = ScriptedPresence()
+        let configuration = AuthenticatorConfiguration(
+            aaguid: testAAGUID, attestation: attestation, attestationIdentity: sharedIdentity,
+            algorithms: algorithms, maxDiscoverableCredentials: maxDiscoverable, u2fEnabled: u2f
+        )
+        authenticator = try! Authenticator(
+            configuration: configuration, store: store, presence: presence, clock: clock,
+            entropy: DeterministicEntropy(seed: Array(seed.utf8))
+        )
+    }
+
+    /// Sends a CTAP2 command and checks that any response body is canonical CBOR.
+    func send(_ command: CTAPCommand, _ parameters: CBORValue? = nil) async throws -> (CTAPStatus, CBORValue?) {
+        var request = [command.rawValue]
+        parameters?.encode(into: &request)
+        return try await sendRaw(request)
+    }
+
+    func sendRaw(_ request: [UInt8]) async throws -> (CTAPStatus, CBORValue?) {
+        let response = await authenticator.handleCBOR(request)
+        let status = CTAPStatus(rawValue: try #require(response.first))
+        guard response.count > 1 else { return (status, nil) }
+        #expect(status == .ok, "only success carries a body")
+        let body = Array(response.dropFirst())
+        let value = try CBORDecoder().decode(body)
+        #expect(value.encoded() == body, "every response is canonical CBOR")
+        return (status, value)
+    }
+
+    /// makeCredential that must succeed.
+    func makeCredential(_ request: MakeCredentialBuilder) async throws -> MadeCredential {
+        let (status, body) = try await send(.makeCredential, request.cbor)
+        #expect(status == .ok)
+        return try MadeCredential(response: try #require(body), clientDataHash: request.clientDataHash)
+    }
+
+    /// getAssertion that must succeed.
+    func getAssertion(_ request: GetAssertionBuilder) async throws -> CBORMap {
+        let (status, body) = try await send(.getAssertion, request.cbor)
+        #expect(status == .ok)
+        return try #require(body).mapValue()
+    }
+}
+
+struct MakeCredentialBuilder {
+    var clientDataHash = Array(repeating: UInt8(0xC1), count: 32)
+    var rpId = "example.com"
+    var rpName: String? = "Example"
+    var userId: [UInt8] = [1, 2, 3, 4]
+    var userName: String? = "alice"
+    var displayName: String? = "Alice"
+    var algorithms: [Int] = [-7]
+    var excludeList: [[UInt8]] = []
+    var rk: Bool? = nil
+    var up: Bool? = nil
+    var uv: Bool? = nil
+    var pinUvAuthParam: [UInt8]? = nil
+    var pinUvAuthProtocol: Int? = nil
+    var enterpriseAttestation: Int? = nil
+
+    var cbor: CBORValue {
+        var rp: [(String, CBORValue)] = [("id", .text(rpId))]
+        if let rpName { rp.append(("name", .text(rpName))) }
+        var user: [(String, CBORValue)] = [("id", .bytes(userId))]
+        if let userName { user.append(("name", .text(userName))) }
+        if let displayName { user.append(("displayName", .text(displayName))) }
+        var entries: [(Int, CBORValue)] = [
+            (1, .bytes(clientDataHash)), (2, .textMap(rp)), (3, .textMap(user)),
+            (4, .array(algorithms.map { .textMap([("alg", .int($0)), ("type", "public-key")]) })),
+        ]
+        if !excludeList.isEmpty {
+            entries.append((5, .array(excludeList.map { .textMap([("id", .bytes($0)), ("type", "public-key")]) })))
+        }
+        var options: [(String, CBORValue)] = []
+        if let rk { options.append(("rk", .boolean(rk))) }
+        if let up { options.append(("up", .boolean(up))) }
+        if let uv { options.append(("uv", .boolean(uv))) }
+        if !options.isEmpty { entries.append((7, .textMap(options))) }
+        if let pinUvAuthParam { entries.append((8, .bytes(pinUvAuthParam))) }
+        if let pinUvAuthProtocol { entries.append((9, .int(pinUvAuthProtocol))) }
+        if let enterpriseAttestation { entries.append((10, .int(enterpriseAttestation))) }
+        return .intMap(entries)
+    }
+}
+
+struct GetAssertionBuilder {
+    var rpId = "example.com"
+    var clientDataHash = Array(repeating: UInt8(0xA5), count: 32)
+    var allowList: [[UInt8]] = []
+    var rk: Bool? = nil
+    var up: Bool? = nil
+    var uv: Bool? = nil
+    var pinUvAuthParam: [UInt8]? = nil
+    var pinUvAuthProtocol: Int? = nil
+
+    var cbor: CBORValue {
+        var entries: [(Int, CBORValue)] = [(1, .text(rpId)), (2, .bytes(clientDataHash))]
+        if !allowList.isEmpty {
+            entries.append((3, .array(allowList.map { .textMap([("id", .bytes($0)), ("type", "public-key")]) })))
+        }
+        var options: [(String, CBORValue)] = []
+        if let rk { options.append(("rk", .boolean(rk))) }
+        if let up { options.append(("up", .boolean(up))) }
+        if let uv { options.append(("uv", .boolean(uv))) }
+        if !options.isEmpty { entries.append((5, .textMap(options))) }
+        if let pinUvAuthParam { entries.append((6, .bytes(pinUvAuthParam))) }
+        if let pinUvAuthProtocol { entries.append((7, .int(pinUvAuthProtocol))) }
+        return .intMap(entries)
+    }
+}
+
+/// A parsed makeCredential response.
+struct MadeCredential {
+    var fmt: String
+    var authData: [UInt8]
+    var attStmt: CBORMap
+    var clientDataHash: [UInt8]
+    var flags: UInt8
+    var signCount: UInt32
+    var aaguid: [UInt8]
+    var credentialId: [UInt8]
+    var publicKey: CBORMap
+    var publicKeySPKI: [UInt8]
+
+    init(response: CBORValue, clientDataHash: [UInt8]) throws {
+        let map = try response.mapValue()
+        fmt = try map.required(1, "fmt").textValue()
+        authData = try map.required(2, "authData").bytesValue()
+        attStmt = try map.required(3, "attStmt").mapValue()
+        self.clientDataHash = clientDataHash
+        flags = authData[32]
+        signCount = authData[33..<37].reduce(0) { $0 << 8 | UInt32($1) }
+        aaguid = Array(authData[37..<53])
+        let length = Int(authData[53]) << 8 | Int(authData[54])
+        credentialId = Array(authData[55..<55 + length])
+        let (key, used) = try CBORDecoder().decodePrefix(Array(authData[(55 + length)...]))
+        #expect(55 + length + used == authData.count, "nothing after the public key without extensions")
+        publicKey = try key.mapValue()
+        publicKeySPKI = try spki(cose: publicKey)
+    }
+}
+
+/// SubjectPublicKeyInfo DER for a COSE key, assembled by hand (RFC 5480, RFC 8410).
+func spki(cose: CBORMap) throws -> [UInt8] {
+    switch try cose.required(3, "alg").intValue() {
+    case -7:
+        let x = try cose.required(-2, "x").bytesValue()
+        let y = try cose.required(-3, "y").bytesValue()
+        return hex("3059301306072a8648ce3d020106082a8648ce3d030107034200") + [0x04] + x + y
+    case -8:
+        return hex("302a300506032b6570032100") + (try cose.required(-2, "x").bytesValue())
+    default:
+        throw CBORError(.unexpectedType, "unknown alg")
+    }
+}
+
+/// Verifies with OpenSSL directly: ECDSA-SHA256 (DER) or Ed25519, by key type.
+func opensslVerify(spki: [UInt8], signature: [UInt8], message: [UInt8]) -> Bool {
+    var pointer: UnsafePointer<UInt8>? = nil
+    return spki.withUnsafeBufferPointer { buffer -> Bool in
+        pointer = buffer.baseAddress
+        guard let key = d2i_PUBKEY(nil, &pointer, buffer.count) else { return false }
+        defer { EVP_PKEY_free(key) }
+        return verify(key: key, signature: signature, message: message)
+    }
+}
+
+/// Verifies with the public key of a DER certificate.
+func opensslVerify(certificate: [UInt8], signature: [UInt8], message: [UInt8]) -> Bool {
+    certificate.withUnsafeBufferPointer { buffer -> Bool in
+        var pointer: UnsafePointer<UInt8>? = buffer.baseAddress
+        guard let cert = d2i_X509(nil, &pointer, buffer.count) else { return false }
+        defer { X509_free(cert) }
+        guard let key = X509_get_pubkey(cert) else { return false }
+        defer { EVP_PKEY_free(key) }
+        return verify(key: key, signature: signature, message: message)
+    }
+}
+
+private func verify(key: OpaquePointer, signature: [UInt8], message: [UInt8]) -> Bool {
+    guard let context = EVP_MD_CTX_new() else { return false }
+    defer { EVP_MD_CTX_free(context) }
+    let digest = EVP_PKEY_get_base_id(key) == NID_ED25519 ? nil : EVP_sha256()
+    guard EVP_DigestVerifyInit(context, nil, digest, nil, key) == 1 else { return false }
+    return EVP_DigestVerify(context, signature, signature.count, message, message.count) == 1
+}
+
+/// The subject OU and whether a certificate verifies under an issuer certificate.
+func opensslCertificateChecks(leaf: [UInt8], issuer: [UInt8]) -> (organizationalUnit: String?, verifies: Bool) {
+    func parse(_ der: [UInt8]) -> OpaquePointer? {
+        der.withUnsafeBufferPointer { buffer in
+            var pointer: UnsafePointer<UInt8>? = buffer.baseAddress
+            return d2i_X509(nil, &pointer, buffer.count)
+        }
+    }
+    guard let leafCert = parse(leaf), let issuerCert = parse(issuer) else { return (nil, false) }
+    defer {
+        X509_free(leafCert)
+        X509_free(issuerCert)
+    }
+    var buffer = [CChar](repeating: 0, count: 256)
+    let length = X509_NAME_get_text_by_NID(X509_get_subject_name(leafCert), NID_organizationalUnitName, &buffer, 256)
+    let ou = length > 0 ? String(decoding: buffer.prefix(Int(length)).map { UInt8(bitPattern: $0) }, as: UTF8.self) : nil
+    guard let issuerKey = X509_get_pubkey(issuerCert) else { return (ou, false) }
+    defer { EVP_PKEY_free(issuerKey) }
+    return (ou, X509_verify(leafCert, issuerKey) == 1)
+}
