@@ -2,7 +2,7 @@
 // generated at first start), and the statement formats `packed` (batch or
 // self), `none` (WebAuthn §8.2, §8.7) and, for U2F, `fido-u2f`.
 
-public import CBOR
+import CBOR
 public import LatchkeyCrypto
 
 /// The batch attestation key and certificate chain (leaf first).

@@ -2,7 +2,7 @@
 // is injected): randomness, a monotonic clock and user presence. Each comes
 // with an implementation for tests and fuzzers that is fully deterministic.
 
-public import LatchkeyCrypto
+import LatchkeyCrypto
 import Synchronization
 
 /// A source of random bytes.
