@@ -1,0 +1,152 @@
+// latchkey-bench: the cost of a signature through the whole engine against the
+// cost of the signature alone, measured in one run so that the ratios hold on a
+// shared, noisy machine.
+//
+//   raw-sign             ECDSA P-256 / SHA-256 straight through OpenSSL EVP
+//   getAssertion/memory  in-process getAssertion (allowList, ES256), memory store
+//   getAssertion/sqlite  the same on the SQLite store (counter reservations included)
+//   makeCredential/rk    in-process makeCredential, discoverable, SQLite store (a durable commit each)
+
+import CBOR
+import CBenchOpenSSL
+import CTAP
+import Foundation
+import LatchkeyCrypto
+import LatchkeyStore
+
+struct Measurement {
+    var name: String
+    var samples: [Double]  // microseconds
+
+    var median: Double { samples.sorted()[samples.count / 2] }
+    var p90: Double { samples.sorted()[samples.count * 9 / 10] }
+    var throughput: Double { 1_000_000 / (samples.reduce(0, +) / Double(samples.count)) }
+}
+
+func measure(_ name: String, iterations: Int, warmup: Int = 20, _ body: () async throws -> Void) async rethrows
+    -> Measurement
+{
+    for _ in 0..<warmup { try await body() }
+    var samples: [Double] = []
+    samples.reserveCapacity(iterations)
+    let clock = ContinuousClock()
+    for _ in 0..<iterations {
+        let start = clock.now
+        try await body()
+        let elapsed = start.duration(to: clock.now)
+        samples.append(Double(elapsed.components.seconds) * 1e6 + Double(elapsed.components.attoseconds) / 1e12)
+    }
+    return Measurement(name: name, samples: samples)
+}
+
+/// An EVP P-256 key and a signing call with nothing of latchkey's in between.
+final class RawSigner {
+    let key: OpaquePointer
+
+    init() {
+        let context = EVP_PKEY_CTX_new_id(EVP_PKEY_EC, nil)
+        defer { EVP_PKEY_CTX_free(context) }
+        var generated: OpaquePointer? = nil
+        precondition(EVP_PKEY_keygen_init(context) == 1)
+        precondition(EVP_PKEY_CTX_set_ec_paramgen_curve_nid(context, NID_X9_62_prime256v1) == 1)
+        precondition(EVP_PKEY_keygen(context, &generated) == 1)
+        key = generated!
+    }
+
+    deinit { EVP_PKEY_free(key) }
+
+    func sign(_ message: [UInt8]) -> Int {
+        let context = EVP_MD_CTX_new()
+        defer { EVP_MD_CTX_free(context) }
+        precondition(EVP_DigestSignInit(context, nil, EVP_sha256(), nil, key) == 1)
+        var length = 80
+        var signature = [UInt8](repeating: 0, count: length)
+        precondition(EVP_DigestSign(context, &signature, &length, message, message.count) == 1)
+        return length
+    }
+}
+
+func request(_ command: CTAPCommand, _ parameters: CBORValue) -> [UInt8] {
+    [command.rawValue] + parameters.encoded()
+}
+
+let iterations = Int(CommandLine.arguments.dropFirst().first ?? "") ?? 2000
+let aaguid = Array(repeating: UInt8(0x4C), count: 16)
+let clientDataHash = Array(repeating: UInt8(0xAB), count: 32)
+let directory = FileManager.default.temporaryDirectory.appendingPathComponent("latchkey-bench-\(getpid())")
+try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+defer { try? FileManager.default.removeItem(at: directory) }
+
+func makeKey(store: any CredentialStore) throws -> Authenticator {
+    try Authenticator(
+        configuration: AuthenticatorConfiguration(aaguid: aaguid, attestation: .none),
+        store: store, presence: FixedPresence(.approved), clock: ManualClock()
+    )
+}
+
+func credentialId(_ response: [UInt8]) throws -> [UInt8] {
+    precondition(response.first == 0, "makeCredential failed: \(response.first ?? 0xFF)")
+    let authData = try CBORDecoder().decode(Array(response.dropFirst())).mapValue().required(2, "authData").bytesValue()
+    let length = Int(authData[53]) << 8 | Int(authData[54])
+    return Array(authData[55..<55 + length])
+}
+
+let makeParameters = CBORValue.intMap([
+    (1, .bytes(clientDataHash)), (2, .textMap([("id", "bench.example")])),
+    (3, .textMap([("id", .bytes([1, 2, 3]))])), (4, .array([.textMap([("alg", -7), ("type", "public-key")])])),
+])
+
+var results: [Measurement] = []
+
+let signer = RawSigner()
+let message = Array(repeating: UInt8(0x5A), count: 69)
+results.append(await measure("raw-sign", iterations: iterations) { _ = signer.sign(message) })
+
+for (name, store) in [
+    ("memory", MemoryCredentialStore() as any CredentialStore),
+    ("sqlite", try SQLiteCredentialStore(path: directory.appendingPathComponent("assert.db").path, masterKey: Array(repeating: 7, count: 32))),
+] {
+    let key = try makeKey(store: store)
+    let id = try credentialId(await key.handleCBOR(request(.makeCredential, makeParameters)))
+    let getAssertion = request(
+        .getAssertion,
+        .intMap([
+            (1, "bench.example"), (2, .bytes(clientDataHash)),
+            (3, .array([.textMap([("id", .bytes(id)), ("type", "public-key")])])),
+        ])
+    )
+    results.append(
+        try await measure("getAssertion/\(name)", iterations: iterations) {
+            let response = await key.handleCBOR(getAssertion)
+            precondition(response.first == 0, "getAssertion failed")
+        }
+    )
+}
+
+let rkStore = try SQLiteCredentialStore(
+    path: directory.appendingPathComponent("rk.db").path, masterKey: Array(repeating: 7, count: 32)
+)
+let rkKey = try makeKey(store: rkStore)
+var user: UInt32 = 0
+results.append(
+    try await measure("makeCredential/rk/sqlite", iterations: max(50, iterations / 10), warmup: 5) {
+        user += 1
+        let parameters = CBORValue.intMap([
+            (1, .bytes(clientDataHash)), (2, .textMap([("id", "bench.example")])),
+            (3, .textMap([("id", .bytes(withUnsafeBytes(of: user.bigEndian, Array.init)))])),
+            (4, .array([.textMap([("alg", -7), ("type", "public-key")])])), (7, .textMap([("rk", true)])),
+        ])
+        let response = await rkKey.handleCBOR(request(.makeCredential, parameters))
+        precondition(response.first == 0, "makeCredential failed")
+    }
+)
+
+let baseline = results[0].median
+print("latchkey-bench: \(iterations) iterations (makeCredential: \(max(50, iterations / 10))), one run")
+print("name                        median µs    p90 µs     ops/s   × raw-sign")
+for result in results {
+    print(
+        result.name.padding(toLength: 26, withPad: " ", startingAt: 0),
+        String(format: "%10.1f %9.1f %9.0f %10.2f", result.median, result.p90, result.throughput, result.median / baseline)
+    )
+}
