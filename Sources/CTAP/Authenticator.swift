@@ -204,24 +204,26 @@ public actor Authenticator {
         throw .invalidParameter
     }
 
-    /// The stored or wrapped credential with `id` for `rpIdHash`, if any.
+    /// The wrapped or stored credential with `id` for `rpIdHash`, if any.
+    /// Unwrapping comes first: it is one AES-GCM open, where the store is a
+    /// database read, and it fails at once for IDs of any other shape.
     func findCredential(id: [UInt8], rpIdHash: [UInt8]) throws(CTAPStatus) -> FoundCredential? {
         guard id.count <= Self.maxCredentialIdLength else { return nil }
-        if let stored = try storing("looking up a credential", { () throws(StoreError) in
-            try store.credential(id: id)
-        }), stored.rpIdHash == rpIdHash {
-            guard let algorithm = COSEAlgorithm(rawValue: stored.algorithm),
-                let key = try? CredentialPrivateKey(algorithm: algorithm, rawRepresentation: stored.privateKey)
-            else {
-                diagnostics?("stored credential has an unusable key")
-                throw .other
-            }
-            return FoundCredential(id: id, privateKey: key, stored: stored)
-        }
         if let wrapped = wrapper.unwrap(id, rpIdHash: rpIdHash) {
             return FoundCredential(id: id, privateKey: wrapped.privateKey, stored: nil)
         }
-        return nil
+        guard
+            let stored = try storing("looking up a credential", { () throws(StoreError) in
+                try store.credential(id: id)
+            }), stored.rpIdHash == rpIdHash
+        else { return nil }
+        guard let algorithm = COSEAlgorithm(rawValue: stored.algorithm),
+            let key = try? CredentialPrivateKey(algorithm: algorithm, rawRepresentation: stored.privateKey)
+        else {
+            diagnostics?("stored credential has an unusable key")
+            throw .other
+        }
+        return FoundCredential(id: id, privateKey: key, stored: stored)
     }
 }
 

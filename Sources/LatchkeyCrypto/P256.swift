@@ -2,16 +2,18 @@
 // (COSE -7), the PIN/UV auth protocol key agreement and attestation signatures.
 
 import COpenSSL
+import Synchronization
 
 /// A P-256 key pair.
 ///
 /// Built from a 32-byte scalar so an injected entropy source can make keys
 /// deterministically; `init()` draws that scalar from `SecureRandom`.
 public final class P256PrivateKey: @unchecked Sendable {
+    /// The private scalar alone: all that ECDSA and ECDH need. The public point
+    /// costs a scalar multiplication, as much as a signature, so it is derived
+    /// only when asked for (an assertion never needs it).
     let key: EVPKey
-
-    /// The public half of this key pair.
-    public let publicKey: P256PublicKey
+    private let derived = Mutex<(publicKey: P256PublicKey, keyPair: EVPKey)?>(nil)
 
     /// A fresh random key pair.
     public convenience init() throws(CryptoError) {
@@ -29,25 +31,51 @@ public final class P256PrivateKey: @unchecked Sendable {
     /// Throws `.invalidKey` unless the length is 32 and the scalar lies in [1, n-1].
     public init(rawRepresentation: [UInt8]) throws(CryptoError) {
         let scalar = try P256.scalar(rawRepresentation)
-        let group = try P256.group()
-        let point = try OpenSSLObject(EC_POINT_new(group.pointer), freedBy: EC_POINT_free, creator: "EC_POINT_new")
-        guard EC_POINT_mul(group.pointer, point.pointer, scalar.pointer, nil, nil, nil) == 1 else {
-            throw .openSSL("EC_POINT_mul")
+        key = try P256.makeKey(publicKey: nil, scalar: scalar)
+    }
+
+    /// The public half of this key pair.
+    public var publicKey: P256PublicKey {
+        // Deriving from a scalar this type validated cannot fail short of memory exhaustion.
+        try! derivedKeyPair().publicKey
+    }
+
+    /// The public point and an `EVP_PKEY` holding both halves, made once.
+    private func derivedKeyPair() throws(CryptoError) -> (publicKey: P256PublicKey, keyPair: EVPKey) {
+        let result: Result<(publicKey: P256PublicKey, keyPair: EVPKey), CryptoError> = derived.withLock { cached in
+            if let cached { return .success(cached) }
+            do throws(CryptoError) {
+                let scalar = try P256.scalar(try key.bigEndianParameter(OSSLName.privateKey, count: P256.scalarByteCount))
+                let group = try P256.group()
+                let point = try OpenSSLObject(
+                    EC_POINT_new(group.pointer), freedBy: EC_POINT_free, creator: "EC_POINT_new"
+                )
+                guard EC_POINT_mul(group.pointer, point.pointer, scalar.pointer, nil, nil, nil) == 1 else {
+                    throw .openSSL("EC_POINT_mul")
+                }
+                var publicBytes = [UInt8](repeating: 0, count: P256.x963ByteCount)
+                let encoded = EC_POINT_point2oct(
+                    group.pointer,
+                    point.pointer,
+                    POINT_CONVERSION_UNCOMPRESSED,
+                    &publicBytes,
+                    publicBytes.count,
+                    nil
+                )
+                guard encoded == P256.x963ByteCount else {
+                    throw .openSSL("EC_POINT_point2oct")
+                }
+                let pair = (
+                    publicKey: try P256PublicKey(x963Representation: publicBytes),
+                    keyPair: try P256.makeKey(publicKey: publicBytes, scalar: scalar)
+                )
+                cached = pair
+                return .success(pair)
+            } catch {
+                return .failure(error)
+            }
         }
-        var publicBytes = [UInt8](repeating: 0, count: P256.x963ByteCount)
-        let encoded = EC_POINT_point2oct(
-            group.pointer,
-            point.pointer,
-            POINT_CONVERSION_UNCOMPRESSED,
-            &publicBytes,
-            publicBytes.count,
-            nil
-        )
-        guard encoded == P256.x963ByteCount else {
-            throw .openSSL("EC_POINT_point2oct")
-        }
-        publicKey = try P256PublicKey(x963Representation: publicBytes)
-        key = try P256.makeKey(publicKey: publicBytes, scalar: scalar)
+        return try result.get()
     }
 
     /// The key pair in a PKCS#8 PrivateKeyInfo DER (RFC 5208, RFC 5915 inside).
@@ -62,7 +90,7 @@ public final class P256PrivateKey: @unchecked Sendable {
         try self.init(
             rawRepresentation: decoded.bigEndianParameter(OSSLName.privateKey, count: P256.scalarByteCount)
         )
-        guard EVP_PKEY_eq(key.pointer, decoded.pointer) == 1 else {
+        guard EVP_PKEY_eq(try derivedKeyPair().keyPair.pointer, decoded.pointer) == 1 else {
             throw .rejected(.invalidKey, "PKCS#8 public key does not match its private key")
         }
     }
@@ -75,7 +103,8 @@ public final class P256PrivateKey: @unchecked Sendable {
 
     /// The key pair as PKCS#8 PrivateKeyInfo DER.
     public var pkcs8DERRepresentation: [UInt8] {
-        key.pkcs8PrivateKeyInfo
+        // With the public point, as RFC 5915 recommends and other tools expect.
+        try! derivedKeyPair().keyPair.pkcs8PrivateKeyInfo
     }
 
     /// An ECDSA signature with SHA-256 over `message`, DER-encoded
@@ -226,9 +255,9 @@ enum P256 {
         return scalar
     }
 
-    /// An `EVP_PKEY` for the validated point `publicKey` and, for a key pair,
-    /// its validated `scalar`.
-    static func makeKey(publicKey: [UInt8], scalar: OpenSSLObject<OpaquePointer>?) throws(CryptoError) -> EVPKey {
+    /// An `EVP_PKEY` for the validated point `publicKey` and/or the validated
+    /// `scalar` (a private-only key signs and derives; it has no public point).
+    static func makeKey(publicKey: [UInt8]?, scalar: OpenSSLObject<OpaquePointer>?) throws(CryptoError) -> EVPKey {
         let builder = try OpenSSLObject(
             OSSL_PARAM_BLD_new(),
             freedBy: OSSL_PARAM_BLD_free,
@@ -241,11 +270,18 @@ enum P256 {
                 cString(OSSLName.groupName),
                 cString(OSSLName.prime256v1),
                 0
-            ) == 1,
-            OSSL_PARAM_BLD_push_octet_string(builder.pointer, cString(OSSLName.publicKey), publicKey, publicKey.count)
-                == 1
+            ) == 1
         else {
             throw .openSSL("OSSL_PARAM_BLD_push")
+        }
+        if let publicKey {
+            guard
+                OSSL_PARAM_BLD_push_octet_string(
+                    builder.pointer, cString(OSSLName.publicKey), publicKey, publicKey.count
+                ) == 1
+            else {
+                throw .openSSL("OSSL_PARAM_BLD_push_octet_string")
+            }
         }
         if let scalar {
             guard OSSL_PARAM_BLD_push_BN(builder.pointer, cString(OSSLName.privateKey), scalar.pointer) == 1 else {
