@@ -1,0 +1,95 @@
+// `latchkeyctl credentials list | delete`.
+
+import ArgumentParser
+
+struct Credentials: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List and delete a key's stored (discoverable) credentials.",
+        discussion: """
+            Examples:
+              latchkeyctl credentials
+              latchkeyctl credentials list --key ci-1
+              latchkeyctl credentials delete 3q2-7w... --key ci-1
+            """,
+        subcommands: [List.self, Delete.self],
+        defaultSubcommand: List.self
+    )
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List a key's credentials (GET /v1/keys/NAME/credentials).",
+            discussion: """
+                Examples:
+                  latchkeyctl credentials list
+                  latchkeyctl credentials list --key ci-1 --json
+                """
+        )
+
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var key: KeyOption
+
+        func run() throws {
+            let response = try global.client().get(ControlPath.credentials(key: key.key))
+            try global.show(response, as: [CredentialInfo].self) { credentials in
+                guard !credentials.isEmpty else { return "No credentials on key \(key.key.quoted)." }
+                var table = Table("ID", "RP", "USER", "DISPLAY NAME", "ALG", "PROTECT")
+                for credential in credentials {
+                    table.append(
+                        credential.id,
+                        credential.rpId,
+                        Format.optional(credential.userName),
+                        Format.optional(credential.userDisplayName),
+                        Format.algorithm(credential.algorithm),
+                        Format.credProtect(credential.credProtect)
+                    )
+                }
+                return table.render()
+            }
+        }
+    }
+
+    struct Delete: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Delete a credential (DELETE /v1/keys/NAME/credentials/ID).",
+            discussion: """
+                ID is the credential ID as `credentials list` shows it (base64url \
+                without padding; standard base64 is accepted too). Exits 4 when the \
+                key has no such credential.
+
+                Examples:
+                  latchkeyctl credentials delete 3q2-7wAAAQ
+                  latchkeyctl credentials delete 3q2-7wAAAQ --key ci-1
+                """
+        )
+
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var key: KeyOption
+
+        @Argument(help: "The credential ID (base64url).")
+        var id: String
+
+        func validate() throws {
+            guard !Self.base64url(id).isEmpty else { throw ValidationError("The credential ID must not be empty.") }
+        }
+
+        func run() throws {
+            let id = Self.base64url(id)
+            _ = try global.client().delete(ControlPath.credential(key: key.key, id: id))
+            global.say("Deleted credential \(id) from key \(key.key.quoted).")
+        }
+
+        /// `text` in base64url without padding, whether it came that way or as
+        /// standard base64.
+        static func base64url(_ text: String) -> String {
+            var result = ""
+            for character in text where character != "=" {
+                switch character {
+                case "+": result.append("-")
+                case "/": result.append("_")
+                default: result.append(character)
+                }
+            }
+            return result
+        }
+    }
+}

@@ -1,0 +1,124 @@
+// `latchkeyctl keys list | create | show | delete`.
+
+import ArgumentParser
+
+struct Keys: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List, create, show and delete virtual keys.",
+        discussion: """
+            Each key is an independent authenticator with its own AAGUID, credentials \
+            and presence policy, seen by the kernel as a uhid device and/or exported \
+            over USB/IP.
+
+            Examples:
+              latchkeyctl keys
+              latchkeyctl keys create ci-1 --presence auto
+              latchkeyctl keys show ci-1
+              latchkeyctl keys delete ci-1
+            """,
+        subcommands: [List.self, Create.self, Show.self, Delete.self],
+        defaultSubcommand: List.self
+    )
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List the daemon's keys (GET /v1/keys).",
+            discussion: """
+                Examples:
+                  latchkeyctl keys list
+                  latchkeyctl keys list --json
+                """
+        )
+
+        @OptionGroup var global: GlobalOptions
+
+        func run() throws {
+            let response = try global.client().get(ControlPath.keys)
+            try global.show(response, as: [KeyInfo].self) { keys in
+                keys.isEmpty ? "No keys." : KeyTable.render(keys)
+            }
+        }
+    }
+
+    struct Create: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Create a key (POST /v1/keys).",
+            discussion: """
+                The key appears as a uhid device and is exported over USB/IP unless \
+                --no-uhid or --no-usbip says otherwise; its presence mode is the \
+                daemon's default unless --presence gives one.
+
+                Examples:
+                  latchkeyctl keys create ci-1
+                  latchkeyctl keys create ci-2 --presence prompt --no-usbip
+                """
+        )
+
+        @OptionGroup var global: GlobalOptions
+
+        @Argument(help: "The new key's name.")
+        var name: String
+
+        @Option(help: ArgumentHelp("How the key asks for user presence.", valueName: "mode"))
+        var presence: PresenceMode?
+
+        @Flag(inversion: .prefixedNo, help: "Present the key to this machine's kernel through /dev/uhid.")
+        var uhid = true
+
+        @Flag(inversion: .prefixedNo, help: "Export the key over USB/IP.")
+        var usbip = true
+
+        func validate() throws {
+            guard !name.isEmpty else { throw ValidationError("The key name must not be empty.") }
+        }
+
+        func run() throws {
+            let body = CreateKeyRequest(name: name, presence: presence?.rawValue, uhid: uhid, usbip: usbip)
+            let response = try global.client().post(ControlPath.keys, json: body)
+            try global.show(response, as: KeyInfo.self) { key in
+                "Created key \(key.name.quoted).\n\n" + KeyTable.fields(key)
+            }
+        }
+    }
+
+    struct Show: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show one key (GET /v1/keys/NAME).",
+            discussion: """
+                Examples:
+                  latchkeyctl keys show default
+                  latchkeyctl keys show ci-1 --json | jq -r .uhid.hidraw
+                """
+        )
+
+        @OptionGroup var global: GlobalOptions
+
+        @Argument(help: "The key's name.")
+        var name: String
+
+        func run() throws {
+            let response = try global.client().get(ControlPath.key(name))
+            try global.show(response, as: KeyInfo.self, KeyTable.fields)
+        }
+    }
+
+    struct Delete: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Delete a key and its credentials (DELETE /v1/keys/NAME).",
+            discussion: """
+                Examples:
+                  latchkeyctl keys delete ci-1
+                """
+        )
+
+        @OptionGroup var global: GlobalOptions
+
+        @Argument(help: "The key's name.")
+        var name: String
+
+        func run() throws {
+            _ = try global.client().delete(ControlPath.key(name))
+            global.say("Deleted key \(name.quoted).")
+        }
+    }
+}

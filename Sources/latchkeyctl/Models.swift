@@ -1,0 +1,93 @@
+// The control API's JSON bodies, as latchkeyctl reads and sends them. Only
+// human output decodes these; `--json` prints the daemon's bytes as sent.
+// Open sets (presence modes, uhid states, operations) stay strings so that a
+// newer daemon's values print instead of failing.
+
+/// `GET /v1/status`.
+struct StatusInfo: Decodable {
+    var version: String
+    var uptimeSeconds: Double
+    var keys: [KeyInfo]
+}
+
+/// A virtual key: `GET /v1/keys`, `GET /v1/keys/{name}`, `POST /v1/keys`.
+struct KeyInfo: Decodable {
+    var name: String
+    /// 32 hex digits.
+    var aaguid: String
+    /// "auto", "prompt" or "deny".
+    var presence: String
+    /// How many discoverable credentials the key stores.
+    var credentials: Int
+    var uhid: UHIDInfo
+    /// Absent when the key is not exported over USB/IP.
+    var usbip: USBIPInfo?
+
+    struct UHIDInfo: Decodable {
+        /// "created", "started", "opened", "closed", "unavailable" or "disabled".
+        var state: String
+        var hidraw: String?
+        var error: String?
+    }
+
+    struct USBIPInfo: Decodable {
+        var busid: String
+        var listen: String
+    }
+}
+
+/// `POST /v1/keys`.
+struct CreateKeyRequest: Encodable {
+    var name: String
+    /// Omitted to take the daemon's default.
+    var presence: String?
+    var uhid: Bool
+    var usbip: Bool
+}
+
+/// A stored credential: `GET /v1/keys/{name}/credentials`.
+struct CredentialInfo: Decodable {
+    /// base64url without padding.
+    var id: String
+    var rpId: String
+    var rpName: String?
+    /// base64url without padding.
+    var userId: String
+    var userName: String?
+    var userDisplayName: String?
+    /// A COSE algorithm identifier (-7 ES256, -8 EdDSA, -257 RS256).
+    var algorithm: Int
+    /// The credProtect level, 1 to 3.
+    var credProtect: Int?
+}
+
+/// `GET` and `PUT /v1/keys/{name}/presence`.
+struct PresenceSettings: Decodable {
+    var mode: String
+    var timeoutSeconds: Double?
+}
+
+/// `PUT /v1/keys/{name}/presence`: either field may be left out.
+struct PresenceUpdate: Encodable {
+    var mode: String?
+    var timeoutSeconds: Int?
+}
+
+/// A request waiting for user presence: `GET /v1/presence/pending`.
+struct PendingRequest: Decodable {
+    var id: String
+    var key: String
+    /// "makeCredential", "getAssertion", "u2fRegister", ...
+    var operation: String
+    var rpId: String?
+    var userName: String?
+    var ageMs: Double
+    var expiresInMs: Double
+}
+
+/// `POST /v1/presence/pending/{id}/approve` and `.../deny`.
+struct PresenceDecision: Decodable {
+    var id: String
+    /// "approved" or "denied".
+    var outcome: String
+}
