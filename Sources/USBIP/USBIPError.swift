@@ -1,0 +1,72 @@
+// Local USB/IP failures: malformed or hostile bytes, and messages the protocol does not
+// allow at that point. Each one ends the connection; they carry context for the log and
+// never reach the peer (USB/IP has no error message to send).
+
+/// Why decoding a USB/IP message, or a connection, failed. Equal by code.
+public struct USBIPError: Error, Equatable, CustomStringConvertible {
+    /// The kind of failure.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        let name: String
+        /// Fewer bytes than the message needs (only from a whole-message `init(bytes:)`; a
+        /// stream decoder waits for more instead).
+        public static let truncated = Code(name: "truncated")
+        /// Bytes left over after a whole message.
+        public static let trailingBytes = Code(name: "trailing bytes")
+        /// An OP_* header with another version than 0x0111.
+        public static let unsupportedVersion = Code(name: "unsupported version")
+        /// An OP_* code that is not one of the four operations.
+        public static let unknownOperation = Code(name: "unknown operation")
+        /// A `usbip_header_basic.command` that is not one of the four URB commands.
+        public static let unknownCommand = Code(name: "unknown command")
+        /// A field out of its range: a direction other than 0 or 1, an endpoint above 15, a
+        /// negative length, a string without its terminating zero or not UTF-8.
+        public static let invalidField = Code(name: "invalid field")
+        /// A `transfer_buffer_length` or `actual_length` above the cap.
+        public static let transferTooLarge = Code(name: "transfer too large")
+        /// An isochronous URB: `number_of_packets` other than 0 or -1 (0xffffffff). latchkey
+        /// exports no isochronous endpoint.
+        public static let isochronous = Code(name: "isochronous transfer")
+        /// A well-formed message the protocol does not allow here: an OP request after an
+        /// import, a request on the client side, anything after OP_REP_DEVLIST.
+        public static let unexpectedMessage = Code(name: "unexpected message")
+        /// A URB command whose `devid` is not the imported device's `(busnum << 16) | devnum`.
+        public static let deviceMismatch = Code(name: "device mismatch")
+        /// A USBIP_CMD_SUBMIT whose seqnum is that of a URB still pending.
+        public static let duplicateSeqnum = Code(name: "duplicate seqnum")
+        /// More interrupt-IN URBs pending than the connection holds.
+        public static let tooManyPendingURBs = Code(name: "too many pending URBs")
+        /// A USBIP_RET_SUBMIT or USBIP_RET_UNLINK that answers no outstanding command.
+        public static let unknownSeqnum = Code(name: "unknown seqnum")
+        /// A USBIP_RET_SUBMIT whose `actual_length` exceeds the `transfer_buffer_length` of
+        /// the URB it answers.
+        public static let lengthExceedsBuffer = Code(name: "length exceeds buffer")
+        /// An OP_REP_DEVLIST listing more devices than the decoder accepts.
+        public static let tooManyDevices = Code(name: "too many devices")
+
+        /// The code's name, for the log.
+        public var description: String { name }
+    }
+
+    /// The kind of failure.
+    public var code: Code
+    /// What was wrong, for the log.
+    public var reason: String
+    /// Where the error was made.
+    public var file: String
+    /// Where the error was made.
+    public var line: Int
+
+    /// Makes an error at the caller's location.
+    public init(_ code: Code, _ reason: String, file: String = #fileID, line: Int = #line) {
+        self.code = code
+        self.reason = reason
+        self.file = file
+        self.line = line
+    }
+
+    /// Errors are equal when their codes are, so that tests can match them.
+    public static func == (lhs: USBIPError, rhs: USBIPError) -> Bool { lhs.code == rhs.code }
+
+    /// The code, the reason and where the error was made, for the log.
+    public var description: String { "USB/IP \(code): \(reason) (\(file):\(line))" }
+}
