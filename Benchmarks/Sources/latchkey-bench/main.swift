@@ -102,10 +102,14 @@ let signer = RawSigner()
 let message = Array(repeating: UInt8(0x5A), count: 69)
 results.append(await measure("raw-sign", iterations: iterations) { _ = signer.sign(message) })
 
-for (name, store) in [
-    ("memory", MemoryCredentialStore() as any CredentialStore),
+// Named, not iterated as a literal: Swift 6.3.1's optimizer (DeadStoreElimination)
+// drops the store into a literal array of tuples holding a protocol value in
+// async top-level code, and the loop then reads a null store.
+let engineStores: [(String, any CredentialStore)] = [
+    ("memory", MemoryCredentialStore()),
     ("sqlite", try SQLiteCredentialStore(path: directory.appendingPathComponent("assert.db").path, masterKey: Array(repeating: 7, count: 32))),
-] {
+]
+for (name, store) in engineStores {
     let key = try makeKey(store: store)
     let id = try credentialId(await key.handleCBOR(request(.makeCredential, makeParameters)))
     let getAssertion = request(

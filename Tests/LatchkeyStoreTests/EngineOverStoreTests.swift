@@ -1,0 +1,63 @@
+// The store as the engine sees it: an `any CredentialStore` handed to an
+// Authenticator, as latchkeyd and the benchmark use it. Run it in release too
+// (`swift test -c release --filter LatchkeyStoreTests`): the benchmark once
+// crashed there in `secret(named:)` (a Swift 6.3 optimizer bug in its
+// top-level code, not in the store), and this is the same call path.
+
+import CTAP
+import LatchkeyStore
+import Testing
+
+@Suite("SQLite credential store under the engine")
+struct EngineOverStoreTests {
+    /// authenticatorMakeCredential (0x01), canonical CBOR:
+    /// {1: clientDataHash (32 × 0xab), 2: {"id": "example.com"}, 3: {"id": h'01020304'},
+    ///  4: [{"alg": -7, "type": "public-key"}], 7: {"rk": true}}
+    static let makeCredential = bytes(
+        hex: "01a5" + "015820" + String(repeating: "ab", count: 32)
+            + "02a16269646b6578616d706c652e636f6d"
+            + "03a16269644401020304"
+            + "0481a263616c672664747970656a7075626c69632d6b6579"
+            + "07a162726bf5"
+    )!
+
+    /// authenticatorGetAssertion (0x02) with no allowList (a discoverable
+    /// credential answers): {1: "example.com", 2: clientDataHash (32 × 0xab)}.
+    static let getAssertion = bytes(
+        hex: "02a2" + "016b6578616d706c652e636f6d" + "025820" + String(repeating: "ab", count: 32)
+    )!
+
+    static func authenticator(over store: any CredentialStore) throws -> Authenticator {
+        try Authenticator(
+            configuration: AuthenticatorConfiguration(aaguid: [UInt8](repeating: 0x4c, count: 16), attestation: .none),
+            store: store,
+            presence: FixedPresence(.approved),
+            clock: ManualClock()
+        )
+    }
+
+    @Test("an Authenticator registers and asserts a discoverable credential, and again after a reopen")
+    func registerAndAssertAcrossReopen() async throws {
+        let directory = try TemporaryDirectory()
+        // First run: the engine creates its wrapping secret in the store.
+        do {
+            let store = try openStore(directory)
+            let key = try Self.authenticator(over: store)
+            let registered = await key.handleCBOR(Self.makeCredential)
+            #expect(registered.first == CTAPStatus.ok.rawValue)
+            let asserted = await key.handleCBOR(Self.getAssertion)
+            #expect(asserted.first == CTAPStatus.ok.rawValue)
+            let stored = try store.allCredentials()
+            #expect(stored.map(\.rpId) == ["example.com"])
+            #expect(stored.map(\.userId) == [[1, 2, 3, 4]])
+        }
+        // Second run: the engine reads the sealed wrapping secret back
+        // (`secret(named:)`, where the release benchmark crashed) and the
+        // credential still signs.
+        let store = try openStore(directory)
+        let key = try Self.authenticator(over: store)
+        let asserted = await key.handleCBOR(Self.getAssertion)
+        #expect(asserted.first == CTAPStatus.ok.rawValue)
+        #expect(try store.credentialCount() == 1)
+    }
+}
