@@ -260,6 +260,7 @@ extension Authenticator {
             try store.setSecret(secret, named: Self.wrappingSecretName)
         }
         wrapper = CredentialWrapper(secret: secret)
+        keyCache.removeAll()
         pendingAssertions = nil
     }
 }

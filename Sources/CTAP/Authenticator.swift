@@ -79,6 +79,9 @@ public actor Authenticator {
     var wrapper: CredentialWrapper
     var poweredUpAt: UInt64
     var pendingAssertions: PendingAssertions?
+    /// Recently used credential keys, so that repeated assertions skip the
+    /// unwrap and the key import (each about half a signature's cost).
+    var keyCache = CredentialKeyCache(capacity: 64)
 
     /// A key over `store`. Creates the wrapping secret on first use.
     /// `diagnostics` receives internal failure detail for the log (never key
@@ -209,21 +212,63 @@ public actor Authenticator {
     /// database read, and it fails at once for IDs of any other shape.
     func findCredential(id: [UInt8], rpIdHash: [UInt8]) throws(CTAPStatus) -> FoundCredential? {
         guard id.count <= Self.maxCredentialIdLength else { return nil }
-        if let wrapped = wrapper.unwrap(id, rpIdHash: rpIdHash) {
-            return FoundCredential(id: id, privateKey: wrapped.privateKey, stored: nil)
+        let cacheKey = rpIdHash + id
+        if id.count == CredentialWrapper.credentialIdLength {
+            if let key = keyCache[cacheKey] {
+                return FoundCredential(id: id, privateKey: key, stored: nil)
+            }
+            if let wrapped = wrapper.unwrap(id, rpIdHash: rpIdHash) {
+                keyCache[cacheKey] = wrapped.privateKey
+                return FoundCredential(id: id, privateKey: wrapped.privateKey, stored: nil)
+            }
         }
+        // A stored credential is read every time: the control API may have
+        // deleted or renamed it since.
         guard
             let stored = try storing("looking up a credential", { () throws(StoreError) in
                 try store.credential(id: id)
             }), stored.rpIdHash == rpIdHash
         else { return nil }
+        if let key = keyCache[cacheKey], key.rawRepresentation == stored.privateKey {
+            return FoundCredential(id: id, privateKey: key, stored: stored)
+        }
         guard let algorithm = COSEAlgorithm(rawValue: stored.algorithm),
             let key = try? CredentialPrivateKey(algorithm: algorithm, rawRepresentation: stored.privateKey)
         else {
             diagnostics?("stored credential has an unusable key")
             throw .other
         }
+        keyCache[cacheKey] = key
         return FoundCredential(id: id, privateKey: key, stored: stored)
+    }
+}
+
+/// A small first-in-first-out cache of credential keys by rpIdHash and ID.
+struct CredentialKeyCache {
+    private var entries: [[UInt8]: CredentialPrivateKey] = [:]
+    private var order: [[UInt8]] = []
+    let capacity: Int
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    subscript(key: [UInt8]) -> CredentialPrivateKey? {
+        get { entries[key] }
+        set {
+            guard let newValue else {
+                entries[key] = nil
+                order.removeAll { $0 == key }
+                return
+            }
+            if entries.updateValue(newValue, forKey: key) == nil {
+                order.append(key)
+                if order.count > capacity { entries[order.removeFirst()] = nil }
+            }
+        }
+    }
+
+    mutating func removeAll() {
+        entries.removeAll()
+        order.removeAll()
     }
 }
 

@@ -230,12 +230,19 @@ enum P256 {
 
     /// A new handle on the P-256 group.
     static func group() throws(CryptoError) -> OpenSSLObject<OpaquePointer> {
-        try OpenSSLObject(
+        sharedGroup
+    }
+
+    /// One P-256 group for the process: building it (and its precomputation)
+    /// costs about as much as a signature, and OpenSSL only reads it here.
+    nonisolated(unsafe) private static let sharedGroup: OpenSSLObject<OpaquePointer> = {
+        // Failure means memory exhaustion at first use.
+        try! OpenSSLObject(
             EC_GROUP_new_by_curve_name(NID_X9_62_prime256v1),
             freedBy: EC_GROUP_free,
             creator: "EC_GROUP_new_by_curve_name"
         )
-    }
+    }()
 
     /// The BIGNUM of a 32-byte big-endian scalar, in secure memory and
     /// flagged constant-time; throws `.invalidKey` unless it is in [1, n-1].
