@@ -7,6 +7,10 @@
 // Benchmarks/) so this build stays lean.
 import PackageDescription
 
+/// The daemon is an application, not an API: its public declarations exist for
+/// its executables and tests, so its imports stay public by default.
+let daemonSettings: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
+
 let strict: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("InternalImportsByDefault"),
@@ -20,9 +24,18 @@ let package = Package(
         .library(name: "LatchkeyCrypto", targets: ["LatchkeyCrypto"]),
         .library(name: "CTAP", targets: ["CTAP"]),
         .library(name: "LatchkeyStore", targets: ["LatchkeyStore"]),
+        .library(name: "USBIP", targets: ["USBIP"]),
+        .executable(name: "latchkeyd", targets: ["latchkeyd"]),
+        .executable(name: "latchkeyctl", targets: ["latchkeyctl"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
     ],
     targets: [
         // System libraries.
@@ -41,6 +54,10 @@ let package = Package(
         .target(name: "CBOR", swiftSettings: strict),
         .target(name: "CTAPHID", swiftSettings: strict),
         .target(name: "CTAP", dependencies: ["CBOR", "LatchkeyCrypto"], swiftSettings: strict),
+        .target(name: "USBIP", swiftSettings: strict),
+
+        // Transports: the kernel's uhid device (system calls live here and in the daemon).
+        .target(name: "LatchkeyUHID", dependencies: ["CLinuxHID"], swiftSettings: strict),
 
         // Crypto over OpenSSL libcrypto.
         .target(name: "LatchkeyCrypto", dependencies: ["COpenSSL"], swiftSettings: strict),
@@ -52,8 +69,41 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // The daemon: configuration, keys, HID sessions, the USB/IP server, the
+        // control API. It owns the system calls the protocol targets never make.
+        .target(
+            name: "LatchkeyDaemon",
+            dependencies: [
+                "CBOR", "CTAPHID", "CTAP", "LatchkeyCrypto", "LatchkeyStore", "USBIP", "LatchkeyUHID",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "TOMLKit", package: "TOMLKit"),
+            ],
+            swiftSettings: daemonSettings
+        ),
+        .executableTarget(
+            name: "latchkeyd",
+            dependencies: [
+                "LatchkeyDaemon",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: daemonSettings
+        ),
+        .executableTarget(
+            name: "latchkeyctl",
+            dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: strict
+        ),
+
         .testTarget(name: "CBORTests", dependencies: ["CBOR"], resources: [.copy("Crashers")]),
         .testTarget(name: "CTAPHIDTests", dependencies: ["CTAPHID"], resources: [.copy("Crashers")]),
+        .testTarget(name: "LatchkeyDaemonTests", dependencies: ["LatchkeyDaemon", "CTAP", "CTAPHID", "USBIP"]),
+        .testTarget(name: "LatchkeyUHIDTests", dependencies: ["LatchkeyUHID", "CLinuxHID"]),
+        .testTarget(name: "USBIPTests", dependencies: ["USBIP"], resources: [.copy("Crashers")]),
         .testTarget(name: "LatchkeyCryptoTests", dependencies: ["LatchkeyCrypto", "COpenSSL"]),
         .testTarget(
             name: "CTAPTests",

@@ -1,0 +1,43 @@
+# make install: builds latchkey in release mode and installs the daemon, the
+# CLI, the systemd unit, the udev rule, the service user and a default
+# configuration. Variables: PREFIX (/usr/local), DESTDIR (staging root),
+# SYSCONFDIR (/etc), UNITDIR, UDEVDIR, SYSUSERSDIR.
+PREFIX ?= /usr/local
+DESTDIR ?=
+SYSCONFDIR ?= /etc
+UNITDIR ?= $(SYSCONFDIR)/systemd/system
+UDEVDIR ?= $(SYSCONFDIR)/udev/rules.d
+SYSUSERSDIR ?= $(SYSCONFDIR)/sysusers.d
+BINDIR = $(PREFIX)/bin
+
+.PHONY: build install uninstall test
+
+build:
+	swift build -c release --product latchkeyd
+	swift build -c release --product latchkeyctl
+
+install: build
+	install -D -m 0755 "$$(swift build -c release --show-bin-path)/latchkeyd" "$(DESTDIR)$(BINDIR)/latchkeyd"
+	install -D -m 0755 "$$(swift build -c release --show-bin-path)/latchkeyctl" "$(DESTDIR)$(BINDIR)/latchkeyctl"
+	sed "s|/usr/local/bin|$(BINDIR)|g" systemd/latchkeyd.service > latchkeyd.service.tmp
+	install -D -m 0644 latchkeyd.service.tmp "$(DESTDIR)$(UNITDIR)/latchkeyd.service"
+	rm -f latchkeyd.service.tmp
+	install -D -m 0644 udev/70-latchkey.rules "$(DESTDIR)$(UDEVDIR)/70-latchkey.rules"
+	install -D -m 0644 packaging/sysusers-latchkey.conf "$(DESTDIR)$(SYSUSERSDIR)/latchkey.conf"
+	test -e "$(DESTDIR)$(SYSCONFDIR)/latchkeyd/latchkeyd.toml" || \
+		install -D -m 0644 packaging/latchkeyd.toml "$(DESTDIR)$(SYSCONFDIR)/latchkeyd/latchkeyd.toml"
+	if [ -z "$(DESTDIR)" ]; then \
+		systemd-sysusers "$(SYSUSERSDIR)/latchkey.conf" || true; \
+		udevadm control --reload-rules 2>/dev/null || true; \
+		udevadm trigger --subsystem-match=misc --sysname-match=uhid 2>/dev/null || true; \
+		systemctl daemon-reload 2>/dev/null || true; \
+		echo "installed; start it with: systemctl enable --now latchkeyd"; \
+	fi
+
+uninstall:
+	rm -f "$(DESTDIR)$(BINDIR)/latchkeyd" "$(DESTDIR)$(BINDIR)/latchkeyctl" \
+		"$(DESTDIR)$(UNITDIR)/latchkeyd.service" "$(DESTDIR)$(UDEVDIR)/70-latchkey.rules" \
+		"$(DESTDIR)$(SYSUSERSDIR)/latchkey.conf"
+
+test:
+	scripts/test.sh

@@ -1,0 +1,129 @@
+// The JSON documents of the control API (/v1). Byte strings are base64url
+// without padding; field names are camelCase.
+
+import CTAP
+import Foundation
+
+/// A key as the control API shows it.
+public struct KeyDocument: Codable, Sendable, Equatable {
+    public struct UHIDStatus: Codable, Sendable, Equatable {
+        /// disabled, unavailable, created, started, opened, closed, destroyed
+        public var state: String
+        /// The hidraw node the kernel made for the key, once found.
+        public var hidraw: String?
+        /// Why the device is unavailable, if it is.
+        public var error: String?
+    }
+
+    public struct USBIPStatus: Codable, Sendable, Equatable {
+        /// The bus id to `usbip attach -b`.
+        public var busid: String
+        /// Where the server listens.
+        public var listen: String
+        /// Whether a host has imported the device.
+        public var attached: Bool
+    }
+
+    public var name: String
+    public var aaguid: String
+    public var presence: String
+    public var credentials: Int
+    public var uhid: UHIDStatus
+    public var usbip: USBIPStatus?
+}
+
+/// GET /v1/status
+public struct StatusDocument: Codable, Sendable {
+    public var version: String
+    public var uptimeSeconds: Int
+    public var stateDirectory: String
+    public var keys: [KeyDocument]
+}
+
+/// POST /v1/keys
+public struct CreateKeyRequest: Codable, Sendable {
+    public var name: String
+    public var presence: PresenceMode?
+    public var uhid: Bool?
+    public var usbip: Bool?
+    public var attestation: String?
+}
+
+/// A stored credential.
+public struct CredentialDocument: Codable, Sendable, Equatable {
+    public var id: String
+    public var rpId: String
+    public var rpName: String?
+    public var userId: String
+    public var userName: String?
+    public var userDisplayName: String?
+    public var algorithm: Int
+    public var credProtect: Int
+
+    init(_ credential: StoredCredential) {
+        id = Base64URL.encode(credential.id)
+        rpId = credential.rpId
+        rpName = credential.rpName
+        userId = Base64URL.encode(credential.userId)
+        userName = credential.userName
+        userDisplayName = credential.userDisplayName
+        algorithm = credential.algorithm
+        credProtect = Int(credential.credProtect)
+    }
+}
+
+/// GET/PUT /v1/keys/{name}/presence
+public struct PresenceDocument: Codable, Sendable, Equatable {
+    public var mode: PresenceMode?
+    public var timeoutSeconds: Int?
+}
+
+/// POST /v1/presence/pending/{id}/approve|deny
+public struct PresenceAnswerDocument: Codable, Sendable {
+    public var id: String
+    public var outcome: String
+}
+
+/// Every error: {"error": {"code": "...", "message": "..."}}.
+public struct ErrorDocument: Codable, Sendable {
+    public struct Body: Codable, Sendable {
+        public var code: String
+        public var message: String
+    }
+
+    public var error: Body
+}
+
+/// base64url without padding (RFC 4648 §5), as WebAuthn JSON uses.
+public enum Base64URL {
+    public static func encode(_ bytes: [UInt8]) -> String {
+        Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    public static func decode(_ text: String) -> [UInt8]? {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.count % 4 != 0 { base64 += "=" }
+        return Data(base64Encoded: base64).map { [UInt8]($0) }
+    }
+}
+
+/// A control API failure: an HTTP status and a stable code.
+public struct ControlError: Error, Sendable {
+    public var status: Int
+    public var code: String
+    public var message: String
+
+    public init(_ status: Int, _ code: String, _ message: String) {
+        self.status = status
+        self.code = code
+        self.message = message
+    }
+
+    static func notFound(_ message: String) -> ControlError { ControlError(404, "not_found", message) }
+    static func badRequest(_ message: String) -> ControlError { ControlError(400, "bad_request", message) }
+    static func conflict(_ message: String) -> ControlError { ControlError(409, "conflict", message) }
+    static func internalError(_ message: String) -> ControlError { ControlError(500, "internal", message) }
+}

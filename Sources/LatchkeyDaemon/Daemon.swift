@@ -1,0 +1,247 @@
+// latchkeyd: prepares the state directory, takes the daemon lock, loads the
+// master key, starts the keys and their transports and the control API, tells
+// systemd when hosts can see the keys, and on SIGTERM/SIGINT takes everything
+// down again (the uhid devices are destroyed, the socket removed).
+
+import CTAP
+import Foundation
+import Glibc
+import LatchkeyStore
+import Logging
+import ServiceLifecycle
+
+/// The daemon.
+public struct Daemon: Sendable {
+    public let configuration: DaemonConfiguration
+    let logger: Logger
+
+    public init(configuration: DaemonConfiguration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    /// Runs until SIGTERM or SIGINT.
+    public func run() async throws {
+        try configuration.validate()
+        // Everything the daemon creates is private unless it says otherwise (the socket: 0660).
+        umask(0o077)
+        try makeDirectory(configuration.stateDirectory)
+        try makeDirectory((configuration.controlSocket as NSString).deletingLastPathComponent)
+        let lock = try DaemonLock(path: configuration.stateDirectory + "/latchkeyd.lock")
+        defer { lock.release() }
+        let masterKey = try loadMasterKey()
+
+        let plan = TransportPlan.decide(configuration, logger: logger)
+        let board = PresenceBoard()
+        let hub = try await DaemonTransportHub.start(plan: plan, configuration: configuration, logger: logger)
+        let manager = KeyManager(
+            configuration: configuration, masterKey: masterKey, board: board, transports: hub, logger: logger
+        )
+        do {
+            try await manager.startAll()
+        } catch {
+            await manager.detachAll()
+            await hub.shutdown()
+            throw error
+        }
+
+        do {
+            try ControlSocket.removeStale(configuration.controlSocket)
+        } catch {
+            await manager.detachAll()
+            await hub.shutdown()
+            throw error
+        }
+        let listening = Latch()
+        let control = ControlServer(
+            manager: manager, board: board, socketPath: configuration.controlSocket,
+            stateDirectory: configuration.stateDirectory, listening: listening, logger: logger
+        ).application()
+        let readiness = ReadinessService(manager: manager, listening: listening, logger: logger)
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [.init(service: control), .init(service: readiness)],
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger
+            )
+        )
+        do {
+            try await group.run()
+        } catch {
+            logger.error("stopping after an error", metadata: ["error": "\(error)"])
+        }
+        SystemdNotifier().notify("STOPPING=1")
+        await manager.detachAll()
+        await hub.shutdown()
+        unlink(configuration.controlSocket)
+        logger.info("stopped")
+    }
+
+    private func makeDirectory(_ path: String) throws {
+        do {
+            try FileManager.default.createDirectory(
+                atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700]
+            )
+        } catch {
+            throw ConfigurationError("cannot create directory \(path): \(error.localizedDescription)")
+        }
+    }
+
+    /// systemd's encrypted credential when it passes one, else the state directory's key file.
+    private func loadMasterKey() throws -> [UInt8] {
+        if let directory = ProcessInfo.processInfo.environment["CREDENTIALS_DIRECTORY"] {
+            let path = directory + "/master-key"
+            if let data = FileManager.default.contents(atPath: path) {
+                guard data.count == MasterKeyFile.keySize else {
+                    throw ConfigurationError("\(path) holds \(data.count) bytes; a master key is 32")
+                }
+                logger.info("master key from systemd credentials")
+                return [UInt8](data)
+            }
+        }
+        return try MasterKeyFile.loadOrCreate(at: configuration.stateDirectory + "/master-key")
+    }
+}
+
+/// An exclusive lock on the state directory, so two daemons never share it.
+struct DaemonLock: ~Copyable {
+    let descriptor: Int32
+
+    init(path: String) throws {
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            throw ConfigurationError("cannot open lock file \(path): \(String(cString: strerror(errno)))")
+        }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            let reason = errno == EWOULDBLOCK ? "another latchkeyd is using this state directory" : String(cString: strerror(errno))
+            close(descriptor)
+            throw ConfigurationError("cannot lock \(path): \(reason)")
+        }
+        self.descriptor = descriptor
+    }
+
+    func release() {
+        flock(descriptor, LOCK_UN)
+        close(descriptor)
+    }
+}
+
+/// A one-shot signal: `wait()` returns once `open()` has been called.
+actor Latch {
+    private var isOpen = false
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    func open() {
+        isOpen = true
+        for waiter in waiters { waiter.resume() }
+        waiters.removeAll()
+    }
+
+    func wait() async {
+        if isOpen { return }
+        await withCheckedContinuation { waiters.append($0) }
+    }
+}
+
+/// The control socket's path before binding it.
+enum ControlSocket {
+    /// Removes a socket file nobody listens on (a daemon that died); refuses
+    /// when a live daemon answers on it, rather than stealing its path.
+    static func removeStale(_ path: String) throws {
+        var status = stat()
+        guard lstat(path, &status) == 0 else { return }
+        guard (status.st_mode & S_IFMT) == S_IFSOCK else {
+            throw ConfigurationError("\(path) exists and is not a socket; remove it or choose another control-socket")
+        }
+        let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard descriptor >= 0 else { return }
+        defer { close(descriptor) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
+            throw ConfigurationError("control socket path \(path) is too long for a Unix socket")
+        }
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes) }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        if connected == 0 {
+            throw ConfigurationError("another latchkeyd is serving \(path); stop it or choose another control-socket")
+        }
+        unlink(path)
+    }
+}
+
+/// Which transports run, decided once at start.
+struct TransportPlan: Sendable {
+    var uhid: Bool
+    var uhidPath: String
+    var uhidUnavailableReason: String?
+    var usbip: ListenAddress?
+
+    static func decide(_ configuration: DaemonConfiguration, logger: Logger) -> TransportPlan {
+        var reason: String?
+        var uhid = false
+        if configuration.uhid != .off {
+            let descriptor = open(configuration.uhidPath, O_RDWR | O_CLOEXEC)
+            if descriptor >= 0 {
+                close(descriptor)
+                uhid = true
+            } else {
+                let code = errno
+                switch code {
+                case ENOENT: reason = "\(configuration.uhidPath) does not exist (is the uhid module loaded?)"
+                case EACCES, EPERM: reason = "no permission to open \(configuration.uhidPath) (run latchkeyd as its service user or root)"
+                default: reason = "cannot open \(configuration.uhidPath): \(String(cString: strerror(code)))"
+                }
+            }
+        } else {
+            reason = "disabled by configuration"
+        }
+        let usbipOn = configuration.usbip == .on || (configuration.usbip == .auto && !uhid)
+        let listen = usbipOn ? try? ListenAddress(configuration.usbipListen) : nil
+        if uhid {
+            logger.notice("uhid: keys appear as hidraw devices", metadata: ["path": "\(configuration.uhidPath)"])
+        } else {
+            logger.notice("uhid unavailable", metadata: ["reason": "\(reason ?? "-")"])
+        }
+        if let listen {
+            logger.notice("USB/IP: serving keys", metadata: ["listen": "\(listen)"])
+        }
+        return TransportPlan(uhid: uhid, uhidPath: configuration.uhidPath, uhidUnavailableReason: reason, usbip: listen)
+    }
+}
+
+/// Tells systemd READY=1 once every key is visible to hosts, then pings the
+/// watchdog until shutdown, when it says STOPPING=1.
+struct ReadinessService: Service {
+    let manager: KeyManager
+    let listening: Latch
+    let logger: Logger
+
+    func run() async throws {
+        let notifier = SystemdNotifier()
+        await listening.wait()
+        let visible = await manager.waitUntilVisible(timeout: .seconds(10))
+        if !visible {
+            logger.error("a key's device did not appear within 10 s; reporting ready anyway")
+        }
+        notifier.notify("READY=1\nSTATUS=\(visible ? "keys ready" : "keys started, device not visible")")
+        logger.notice("ready")
+        guard let interval = SystemdNotifier.watchdogInterval() else {
+            try? await gracefulShutdown()
+            notifier.notify("STOPPING=1")
+            return
+        }
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                notifier.notify("WATCHDOG=1")
+                try? await Task.sleep(for: interval / 2)
+            }
+        }
+        notifier.notify("STOPPING=1")
+    }
+}

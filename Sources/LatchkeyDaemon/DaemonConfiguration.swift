@@ -1,0 +1,354 @@
+// latchkeyd's configuration: an embedded default, a TOML file, then
+// command-line flags, each overriding the one before. Every default is
+// written out in `DaemonConfiguration.documentedDefaults` (the README shows
+// the same text).
+
+import Foundation
+import TOMLKit
+
+/// How user presence is decided for a key.
+public enum PresenceMode: String, Sendable, Codable, CaseIterable {
+    /// Approve every request at once (CI rigs, no human present).
+    case auto
+    /// Hold each request until someone approves or denies it through the
+    /// control API (`latchkeyctl approve|deny`), or it times out.
+    case prompt
+    /// Refuse every request.
+    case deny
+}
+
+/// Whether a transport is on.
+public enum TransportSwitch: String, Sendable, Codable {
+    /// On; failing to start it is an error.
+    case on
+    /// Off.
+    case off
+    /// On where the machine supports it (uhid: `/dev/uhid` can be opened).
+    case auto
+}
+
+/// One virtual key.
+public struct KeyConfiguration: Sendable, Equatable {
+    /// The key's name (letters, digits, `-`, `_`, `.`; at most 64).
+    public var name: String
+    /// Presence mode; nil means the daemon's `[presence] mode`.
+    public var presence: PresenceMode?
+    /// Whether this key gets a uhid device (when the daemon's uhid transport is on).
+    public var uhid: Bool = true
+    /// Whether this key is exported over USB/IP (when the daemon's USB/IP server is on).
+    public var usbip: Bool = true
+    /// USB vendor id shown to hosts.
+    public var vendorId: UInt16 = 0x1209
+    /// USB product id shown to hosts.
+    public var productId: UInt16 = 0x0001
+    /// Product string (uhid device name, USB iProduct).
+    public var productName: String = "latchkey virtual FIDO2 key"
+    /// Manufacturer string (USB iManufacturer).
+    public var manufacturer: String = "latchkey"
+    /// Attestation statement for makeCredential: batch, self or none.
+    public var attestation: String = "batch"
+
+    public init(name: String) { self.name = name }
+
+    /// Whether `name` is a valid key name.
+    public static func isValidName(_ name: String) -> Bool {
+        !name.isEmpty && name.count <= 64
+            && name.unicodeScalars.allSatisfy {
+                CharacterSet.alphanumerics.contains($0) && $0.isASCII || "-_.".unicodeScalars.contains($0)
+            }
+    }
+}
+
+/// Everything latchkeyd needs to start.
+public struct DaemonConfiguration: Sendable, Equatable {
+    /// Where keys' stores, the master key and the lock live.
+    public var stateDirectory: String
+    /// The control API socket.
+    public var controlSocket: String
+    /// swift-log level: trace, debug, info, notice, warning, error, critical.
+    public var logLevel: String = "info"
+    /// The uhid transport.
+    public var uhid: TransportSwitch = .auto
+    /// The uhid character device.
+    public var uhidPath: String = "/dev/uhid"
+    /// The USB/IP server.
+    public var usbip: TransportSwitch = .auto
+    /// Where the USB/IP server listens (host:port).
+    public var usbipListen: String = "127.0.0.1:3240"
+    /// Whether the USB/IP server may listen beyond loopback.
+    public var usbipAllowRemote: Bool = false
+    /// The default presence mode of keys.
+    public var presence: PresenceMode = .prompt
+    /// How long a prompted request waits for an answer.
+    public var presenceTimeoutSeconds: Int = 30
+    /// How long after a key powers up authenticatorReset is allowed.
+    public var resetWindowSeconds: Int = 10
+    /// The keys. An empty list means one key named "default".
+    public var keys: [KeyConfiguration] = [KeyConfiguration(name: "default")]
+
+    /// The defaults for this process: systemd's directories when it passes
+    /// them, root's system paths, otherwise the user's XDG directories.
+    public static func defaults(environment: [String: String] = ProcessInfo.processInfo.environment) -> Self {
+        let isRoot = geteuid() == 0
+        let home = environment["HOME"] ?? "/root"
+        let state: String
+        if let fromSystemd = environment["STATE_DIRECTORY"]?.split(separator: ":").first {
+            state = String(fromSystemd)
+        } else if isRoot {
+            state = "/var/lib/latchkeyd"
+        } else {
+            state = (environment["XDG_STATE_HOME"] ?? "\(home)/.local/state") + "/latchkeyd"
+        }
+        let socket: String
+        if let runtime = environment["RUNTIME_DIRECTORY"]?.split(separator: ":").first {
+            socket = "\(runtime)/control.sock"
+        } else if isRoot {
+            socket = "/run/latchkeyd/control.sock"
+        } else if let runtime = environment["XDG_RUNTIME_DIR"] {
+            socket = "\(runtime)/latchkeyd/control.sock"
+        } else {
+            socket = "\(state)/control.sock"
+        }
+        return DaemonConfiguration(stateDirectory: state, controlSocket: socket)
+    }
+
+    /// The configuration file format with every key and its default.
+    public static let documentedDefaults = """
+        # latchkeyd configuration (TOML). Every key is optional; shown with its default.
+        # state-directory = "/var/lib/latchkeyd"          # $STATE_DIRECTORY under systemd; ~/.local/state/latchkeyd for a user
+        # control-socket = "/run/latchkeyd/control.sock"  # $RUNTIME_DIRECTORY/control.sock; $XDG_RUNTIME_DIR/latchkeyd/control.sock for a user
+        # log-level = "info"                               # trace, debug, info, notice, warning, error, critical
+        # reset-window-seconds = 10                        # authenticatorReset only this long after a key powers up
+
+        [uhid]
+        # enabled = "auto"          # on | off | auto (on when /dev/uhid can be opened)
+        # path = "/dev/uhid"
+
+        [usbip]
+        # enabled = "auto"          # on | off | auto (on when uhid is not available)
+        # listen = "127.0.0.1:3240"
+        # allow-remote = false      # listening beyond loopback needs this, and logs a warning
+
+        [presence]
+        # mode = "prompt"           # auto | prompt | deny
+        # timeout-seconds = 30      # a prompted request fails with CTAP2_ERR_USER_ACTION_TIMEOUT after this
+
+        # One [[keys]] table per virtual key; without any, one key named "default".
+        # [[keys]]
+        # name = "default"
+        # presence = "prompt"       # overrides [presence] mode for this key
+        # uhid = true               # this key gets a uhid device when uhid is enabled
+        # usbip = true              # this key is exported when USB/IP is enabled
+        # vendor-id = 0x1209        # pid.codes; 0x0001 is its test PID: set your own for real deployments
+        # product-id = 0x0001
+        # product-name = "latchkey virtual FIDO2 key"
+        # manufacturer = "latchkey"
+        # attestation = "batch"     # batch | self | none
+        """
+
+    /// Applies a TOML document on top of this configuration.
+    public mutating func apply(toml text: String, source: String) throws(ConfigurationError) {
+        let table: TOMLTable
+        do {
+            table = try TOMLTable(string: text)
+        } catch {
+            throw ConfigurationError("\(source): not valid TOML: \(error)")
+        }
+        var reader = TableReader(table: table, path: source)
+        if let value = try reader.string("state-directory") { stateDirectory = value }
+        if let value = try reader.string("control-socket") { controlSocket = value }
+        if let value = try reader.string("log-level") { logLevel = value }
+        if let value = try reader.int("reset-window-seconds") { resetWindowSeconds = value }
+        if var section = try reader.table("uhid") {
+            if let value = try section.transportSwitch("enabled") { uhid = value }
+            if let value = try section.string("path") { uhidPath = value }
+            try section.finish()
+        }
+        if var section = try reader.table("usbip") {
+            if let value = try section.transportSwitch("enabled") { usbip = value }
+            if let value = try section.string("listen") { usbipListen = value }
+            if let value = try section.bool("allow-remote") { usbipAllowRemote = value }
+            try section.finish()
+        }
+        if var section = try reader.table("presence") {
+            if let value = try section.presenceMode("mode") { presence = value }
+            if let value = try section.int("timeout-seconds") { presenceTimeoutSeconds = value }
+            try section.finish()
+        }
+        if let tables = try reader.tables("keys") {
+            var parsed: [KeyConfiguration] = []
+            for var section in tables {
+                guard let name = try section.string("name") else {
+                    throw ConfigurationError("\(section.path): every [[keys]] table needs a name")
+                }
+                var key = KeyConfiguration(name: name)
+                key.presence = try section.presenceMode("presence")
+                if let value = try section.bool("uhid") { key.uhid = value }
+                if let value = try section.bool("usbip") { key.usbip = value }
+                if let value = try section.int("vendor-id") { key.vendorId = try section.uint16(value, "vendor-id") }
+                if let value = try section.int("product-id") { key.productId = try section.uint16(value, "product-id") }
+                if let value = try section.string("product-name") { key.productName = value }
+                if let value = try section.string("manufacturer") { key.manufacturer = value }
+                if let value = try section.string("attestation") { key.attestation = value }
+                try section.finish()
+                parsed.append(key)
+            }
+            if !parsed.isEmpty { keys = parsed }
+        }
+        try reader.finish()
+    }
+
+    /// Checks values that TOML types alone cannot.
+    public func validate() throws(ConfigurationError) {
+        guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(logLevel) else {
+            throw ConfigurationError("log-level \"\(logLevel)\" is not one of trace, debug, info, notice, warning, error, critical")
+        }
+        guard presenceTimeoutSeconds > 0, presenceTimeoutSeconds <= 600 else {
+            throw ConfigurationError("presence timeout-seconds must be between 1 and 600, not \(presenceTimeoutSeconds)")
+        }
+        guard resetWindowSeconds >= 0, resetWindowSeconds <= 3600 else {
+            throw ConfigurationError("reset-window-seconds must be between 0 and 3600")
+        }
+        _ = try ListenAddress(usbipListen)
+        var seen: Set<String> = []
+        for key in keys {
+            guard KeyConfiguration.isValidName(key.name) else {
+                throw ConfigurationError(
+                    "key name \"\(key.name)\" must be 1-64 characters of letters, digits, '-', '_' or '.'"
+                )
+            }
+            guard seen.insert(key.name).inserted else { throw ConfigurationError("two keys are named \"\(key.name)\"") }
+            guard ["batch", "self", "none"].contains(key.attestation) else {
+                throw ConfigurationError("key \(key.name): attestation must be batch, self or none")
+            }
+        }
+    }
+}
+
+/// A host:port to listen on.
+public struct ListenAddress: Sendable, Equatable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+
+    /// Parses "host:port" or "[v6]:port".
+    public init(_ text: String) throws(ConfigurationError) {
+        let host: Substring
+        let port: Substring
+        if text.hasPrefix("["), let close = text.firstIndex(of: "]") {
+            host = text[text.index(after: text.startIndex)..<close]
+            let rest = text[text.index(after: close)...]
+            guard rest.hasPrefix(":") else { throw ConfigurationError("\"\(text)\" is not HOST:PORT") }
+            port = rest.dropFirst()
+        } else {
+            guard let colon = text.lastIndex(of: ":") else { throw ConfigurationError("\"\(text)\" is not HOST:PORT") }
+            host = text[..<colon]
+            port = text[text.index(after: colon)...]
+        }
+        guard !host.isEmpty, let number = Int(port), (0...65535).contains(number) else {
+            throw ConfigurationError("\"\(text)\" is not HOST:PORT with a port from 0 to 65535")
+        }
+        self.host = String(host)
+        self.port = number
+    }
+
+    /// Whether the host is a loopback address or name.
+    public var isLoopback: Bool {
+        host == "localhost" || host == "::1" || host.hasPrefix("127.")
+    }
+
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}
+
+/// A configuration the daemon cannot start with; the message says what and where.
+public struct ConfigurationError: Error, CustomStringConvertible, Equatable {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// Typed reads from a TOML table that remember which keys were read, so
+/// that an unknown (misspelt) key is an error rather than silently ignored.
+struct TableReader {
+    let table: TOMLTable
+    let path: String
+    private var seen: Set<String> = []
+
+    init(table: TOMLTable, path: String) {
+        self.table = table
+        self.path = path
+    }
+
+    private mutating func value(_ key: String) -> (any TOMLValueConvertible)? {
+        seen.insert(key)
+        return table[key]
+    }
+
+    mutating func string(_ key: String) throws(ConfigurationError) -> String? {
+        guard let value = value(key) else { return nil }
+        guard let string = value.string else { throw ConfigurationError("\(path): \(key) must be a string") }
+        return string
+    }
+
+    mutating func int(_ key: String) throws(ConfigurationError) -> Int? {
+        guard let value = value(key) else { return nil }
+        guard let int = value.int else { throw ConfigurationError("\(path): \(key) must be an integer") }
+        return int
+    }
+
+    mutating func bool(_ key: String) throws(ConfigurationError) -> Bool? {
+        guard let value = value(key) else { return nil }
+        guard let bool = value.bool else { throw ConfigurationError("\(path): \(key) must be true or false") }
+        return bool
+    }
+
+    mutating func transportSwitch(_ key: String) throws(ConfigurationError) -> TransportSwitch? {
+        guard let raw = value(key) else { return nil }
+        if let bool = raw.bool { return bool ? .on : .off }
+        guard let string = raw.string, let value = TransportSwitch(rawValue: string) else {
+            throw ConfigurationError("\(path): \(key) must be \"on\", \"off\", \"auto\", true or false")
+        }
+        return value
+    }
+
+    mutating func presenceMode(_ key: String) throws(ConfigurationError) -> PresenceMode? {
+        guard let string = try self.string(key) else { return nil }
+        guard let mode = PresenceMode(rawValue: string) else {
+            throw ConfigurationError("\(path): \(key) must be \"auto\", \"prompt\" or \"deny\", not \"\(string)\"")
+        }
+        return mode
+    }
+
+    func uint16(_ value: Int, _ key: String) throws(ConfigurationError) -> UInt16 {
+        guard let narrow = UInt16(exactly: value) else {
+            throw ConfigurationError("\(path): \(key) must be between 0 and 0xFFFF")
+        }
+        return narrow
+    }
+
+    mutating func table(_ key: String) throws(ConfigurationError) -> TableReader? {
+        guard let value = value(key) else { return nil }
+        guard let table = value.table else { throw ConfigurationError("\(path): [\(key)] must be a table") }
+        return TableReader(table: table, path: "\(path) [\(key)]")
+    }
+
+    mutating func tables(_ key: String) throws(ConfigurationError) -> [TableReader]? {
+        guard let value = value(key) else { return nil }
+        guard let array = value.array else { throw ConfigurationError("\(path): \(key) must be [[\(key)]] tables") }
+        var readers: [TableReader] = []
+        for (index, element) in array.enumerated() {
+            guard let table = element.table else {
+                throw ConfigurationError("\(path): \(key)[\(index)] must be a table")
+            }
+            readers.append(TableReader(table: table, path: "\(path) [[\(key)]] #\(index + 1)"))
+        }
+        return readers
+    }
+
+    /// Throws for any key that was never read.
+    func finish() throws(ConfigurationError) {
+        let unknown = table.keys.filter { !seen.contains($0) }.sorted()
+        if !unknown.isEmpty {
+            throw ConfigurationError("\(path): unknown key\(unknown.count > 1 ? "s" : "") \(unknown.joined(separator: ", "))")
+        }
+    }
+}

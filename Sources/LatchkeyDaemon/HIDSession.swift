@@ -1,0 +1,149 @@
+// One host attachment of a key: the CTAPHID state machine in front of the
+// authenticator, driven by a transport (a uhid device or a USB/IP
+// connection). The session performs the machine's actions, runs the engine
+// for delivered messages, sends KEEPALIVE every 100 ms while the engine works
+// (UPNEEDED while a person is asked), ticks continuation timeouts, and turns
+// CTAPHID_CANCEL into cancelling the engine's task.
+
+import CTAP
+import CTAPHID
+import Logging
+
+/// Monotonic milliseconds since the daemon started (Swift's ContinuousClock),
+/// shared by the HID state machines and the authenticators.
+public struct SystemMonotonicClock: MonotonicClock {
+    public init() {}
+
+    public var milliseconds: UInt64 { Self.now() }
+
+    static func now() -> UInt64 {
+        let (seconds, attoseconds) = (ContinuousClock.now - origin).components
+        return UInt64(seconds) * 1000 + UInt64(attoseconds / 1_000_000_000_000_000)
+    }
+
+    /// A fixed origin so that readings start near zero when the daemon starts.
+    static let origin = ContinuousClock.now
+}
+
+/// One transport attachment of a key.
+public actor HIDSession {
+    /// How often KEEPALIVE goes out while the engine works (DESIGN.md: 100 ms).
+    static let keepaliveInterval: Duration = .milliseconds(100)
+
+    private var machine: CTAPHIDStateMachine
+    private let authenticator: Authenticator
+    private let presence: PresenceBroker?
+    private let send: @Sendable ([UInt8]) -> Void
+    private let logger: Logger
+    private var engine: (channel: UInt32, task: Task<Void, Never>)?
+    private var timer: Task<Void, Never>?
+    private var closed = false
+
+    /// A session that sends its input reports through `send`.
+    public init(
+        authenticator: Authenticator,
+        presence: PresenceBroker?,
+        logger: Logger,
+        send: @escaping @Sendable ([UInt8]) -> Void
+    ) {
+        self.machine = CTAPHIDStateMachine(configuration: .init())
+        self.authenticator = authenticator
+        self.presence = presence
+        self.send = send
+        self.logger = logger
+    }
+
+    /// An output report from the host.
+    public func receive(_ report: [UInt8]) {
+        guard !closed else { return }
+        perform(machine.receive(report: report, now: SystemMonotonicClock.now()))
+        scheduleTimer()
+    }
+
+    /// The host went away (uhid CLOSE/STOP, USB/IP disconnect): abandon the
+    /// request in progress and forget partial messages.
+    public func close() {
+        closed = true
+        engine?.task.cancel()
+        engine = nil
+        timer?.cancel()
+        timer = nil
+    }
+
+    /// The transport is usable again (uhid OPEN after CLOSE).
+    public func reopen() {
+        guard closed else { return }
+        closed = false
+        machine = CTAPHIDStateMachine(configuration: .init())
+    }
+
+    private func perform(_ actions: [CTAPHIDStateMachine.Action]) {
+        for action in actions {
+            switch action {
+            case .send(let report):
+                send(report)
+            case .deliver(let channel, let command, let payload):
+                start(channel: channel, command: command, payload: payload)
+            case .cancel(let channel):
+                if let engine, engine.channel == channel {
+                    logger.debug("host cancelled the request", metadata: ["channel": "\(channel)"])
+                    engine.task.cancel()
+                }
+            case .wink:
+                logger.info("wink")
+            }
+        }
+    }
+
+    private func start(channel: UInt32, command: CTAPHIDCommand, payload: [UInt8]) {
+        let authenticator = self.authenticator
+        let task = Task {
+            let response: [UInt8]
+            if command == .cbor {
+                response = await authenticator.handleCBOR(payload)
+            } else {
+                response = await authenticator.handleAPDU(payload)
+            }
+            self.finish(channel: channel, command: command, response: response)
+        }
+        engine = (channel, task)
+    }
+
+    private func finish(channel: UInt32, command: CTAPHIDCommand, response: [UInt8]) {
+        if engine?.channel == channel { engine = nil }
+        guard !closed else { return }
+        logger.debug(
+            "answered",
+            metadata: ["channel": "\(channel)", "command": "\(command)", "status": "\(response.first ?? 0)"]
+        )
+        perform(machine.respond(channel: channel, command: command, payload: response))
+        scheduleTimer()
+    }
+
+    /// Keeps one timer task alive while there is a deadline or an engine
+    /// task: it sends KEEPALIVE and ticks the machine every 100 ms.
+    private func scheduleTimer() {
+        guard timer == nil, !closed, engine != nil || machine.nextDeadline != nil else { return }
+        timer = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: Self.keepaliveInterval)
+                guard self.timerFired() else { return }
+            }
+        }
+    }
+
+    /// One timer step; false ends the timer.
+    private func timerFired() -> Bool {
+        guard !closed else { return false }
+        perform(machine.tick(now: SystemMonotonicClock.now()))
+        if let engine, machine.busyChannel == engine.channel {
+            let status: KeepaliveStatus = presence?.isWaiting == true ? .upNeeded : .processing
+            perform(machine.keepalive(channel: engine.channel, status: status))
+        }
+        if engine == nil && machine.nextDeadline == nil {
+            timer = nil
+            return false
+        }
+        return true
+    }
+}

@@ -1,0 +1,228 @@
+// The daemon's keys: those of the configuration file and those created
+// through the control API (remembered in their directory as key.json, so
+// they survive a restart), each with its transports.
+
+import CTAP
+import Foundation
+import Logging
+
+/// Attaches a key to the daemon's transports.
+protocol TransportHub: Sendable {
+    /// Starts the key's uhid device and/or USB/IP export, as configured.
+    func attach(_ key: VirtualKey) async -> any KeyAttachment
+}
+
+/// A key's live transports.
+protocol KeyAttachment: Sendable {
+    /// Where the transports stand, for the control API.
+    func uhidStatus() async -> KeyDocument.UHIDStatus
+    func usbipStatus() async -> KeyDocument.USBIPStatus?
+    /// Waits until hosts can see the key (hidraw node found, export listed).
+    func waitUntilVisible(timeout: Duration) async -> Bool
+    /// Removes the key from every transport.
+    func detach() async
+    /// Simulates unplugging and plugging the key in again.
+    func replug() async
+}
+
+/// Every key of the daemon.
+actor KeyManager {
+    struct Managed {
+        var key: VirtualKey
+        var attachment: any KeyAttachment
+        var fromConfiguration: Bool
+    }
+
+    private let configuration: DaemonConfiguration
+    private let masterKey: [UInt8]
+    private let board: PresenceBoard
+    private let transports: any TransportHub
+    private let logger: Logger
+    private var keys: [String: Managed] = [:]
+    private var order: [String] = []
+
+    init(
+        configuration: DaemonConfiguration,
+        masterKey: [UInt8],
+        board: PresenceBoard,
+        transports: any TransportHub,
+        logger: Logger
+    ) {
+        self.configuration = configuration
+        self.masterKey = masterKey
+        self.board = board
+        self.transports = transports
+        self.logger = logger
+    }
+
+    var keysDirectory: String { configuration.stateDirectory + "/keys" }
+
+    /// Opens the configured keys and the ones created earlier through the API.
+    func startAll() async throws {
+        for key in configuration.keys {
+            try await open(key, fromConfiguration: true)
+        }
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: keysDirectory)) ?? []
+        for name in names.sorted() where keys[name] == nil {
+            let marker = "\(keysDirectory)/\(name)/key.json"
+            guard let data = FileManager.default.contents(atPath: marker),
+                let request = try? JSONDecoder().decode(CreateKeyRequest.self, from: data)
+            else { continue }
+            do {
+                try await open(Self.keyConfiguration(request), fromConfiguration: false)
+            } catch {
+                logger.error("cannot open key created earlier", metadata: ["key": "\(name)", "error": "\(error)"])
+            }
+        }
+    }
+
+    /// Waits until every key is visible to hosts, up to `timeout` in all.
+    func waitUntilVisible(timeout: Duration) async -> Bool {
+        var all = true
+        for name in order {
+            if let managed = keys[name] { all = await managed.attachment.waitUntilVisible(timeout: timeout) && all }
+        }
+        return all
+    }
+
+    @discardableResult
+    private func open(_ key: KeyConfiguration, fromConfiguration: Bool) async throws -> Managed {
+        let virtualKey = try VirtualKey(
+            configuration: key, directory: "\(keysDirectory)/\(key.name)", masterKey: masterKey,
+            defaults: configuration, board: board, logger: logger
+        )
+        let attachment = await transports.attach(virtualKey)
+        let managed = Managed(key: virtualKey, attachment: attachment, fromConfiguration: fromConfiguration)
+        keys[key.name] = managed
+        order.append(key.name)
+        logger.info("key ready", metadata: ["key": "\(key.name)", "presence": "\(virtualKey.presence.current.mode)"])
+        return managed
+    }
+
+    static func keyConfiguration(_ request: CreateKeyRequest) -> KeyConfiguration {
+        var key = KeyConfiguration(name: request.name)
+        key.presence = request.presence
+        key.uhid = request.uhid ?? true
+        key.usbip = request.usbip ?? true
+        if let attestation = request.attestation { key.attestation = attestation }
+        return key
+    }
+
+    // MARK: - Control API
+
+    func documents() async -> [KeyDocument] {
+        var result: [KeyDocument] = []
+        for name in order {
+            if let managed = keys[name] { result.append(await document(managed)) }
+        }
+        return result
+    }
+
+    func document(named name: String) async throws(ControlError) -> KeyDocument {
+        await document(try managed(name))
+    }
+
+    private func document(_ managed: Managed) async -> KeyDocument {
+        KeyDocument(
+            name: managed.key.configuration.name,
+            aaguid: managed.key.aaguid.map { String(format: "%02x", $0) }.joined(),
+            presence: managed.key.presence.current.mode.rawValue,
+            credentials: (try? managed.key.store.credentialCount()) ?? 0,
+            uhid: await managed.attachment.uhidStatus(),
+            usbip: await managed.attachment.usbipStatus()
+        )
+    }
+
+    func create(_ request: CreateKeyRequest) async throws(ControlError) -> KeyDocument {
+        guard KeyConfiguration.isValidName(request.name) else {
+            throw .badRequest("key name must be 1-64 characters of letters, digits, '-', '_' or '.'")
+        }
+        guard keys[request.name] == nil else { throw .conflict("a key named \(request.name) exists") }
+        if let attestation = request.attestation, !["batch", "self", "none"].contains(attestation) {
+            throw .badRequest("attestation must be batch, self or none")
+        }
+        let key = Self.keyConfiguration(request)
+        let directory = "\(keysDirectory)/\(key.name)"
+        do {
+            try FileManager.default.createDirectory(
+                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700]
+            )
+            let marker = try JSONEncoder().encode(request)
+            guard FileManager.default.createFile(atPath: "\(directory)/key.json", contents: marker, attributes: [.posixPermissions: 0o600]) else {
+                throw ControlError.internalError("cannot write \(directory)/key.json")
+            }
+            let managed = try await open(key, fromConfiguration: false)
+            return await document(managed)
+        } catch let error as ControlError {
+            throw error
+        } catch {
+            try? FileManager.default.removeItem(atPath: directory)
+            throw .internalError("cannot create key \(key.name): \(error)")
+        }
+    }
+
+    /// Removes a key created through the API, and erases its credentials.
+    func delete(_ name: String) async throws(ControlError) {
+        let managed = try managed(name)
+        guard !managed.fromConfiguration else {
+            throw .conflict("key \(name) comes from the configuration file; remove it there")
+        }
+        board.answerAll(key: name, .denied)
+        await managed.attachment.detach()
+        keys[name] = nil
+        order.removeAll { $0 == name }
+        do {
+            try FileManager.default.removeItem(atPath: "\(keysDirectory)/\(name)")
+        } catch {
+            throw .internalError("key \(name) is detached but its directory could not be removed: \(error)")
+        }
+        logger.info("key deleted", metadata: ["key": "\(name)"])
+    }
+
+    func credentials(_ name: String) throws(ControlError) -> [CredentialDocument] {
+        let managed = try managed(name)
+        do {
+            return try managed.key.credentials().map(CredentialDocument.init)
+        } catch {
+            throw .internalError("cannot read the credentials of \(name): \(error)")
+        }
+    }
+
+    func deleteCredential(_ name: String, id: String) throws(ControlError) {
+        let managed = try managed(name)
+        guard let bytes = Base64URL.decode(id) else { throw .badRequest("credential id is not base64url") }
+        let deleted: Bool
+        do {
+            deleted = try managed.key.store.deleteCredential(id: bytes)
+        } catch {
+            throw .internalError("cannot delete the credential: \(error)")
+        }
+        guard deleted else { throw .notFound("key \(name) has no credential \(id)") }
+        logger.info("credential deleted", metadata: ["key": "\(name)"])
+    }
+
+    func presence(_ name: String) throws(ControlError) -> PresenceBroker {
+        try managed(name).key.presence
+    }
+
+    func replug(_ name: String) async throws(ControlError) {
+        let managed = try managed(name)
+        await managed.key.authenticator.powerCycle()
+        await managed.attachment.replug()
+    }
+
+    /// Detaches every key (shutdown).
+    func detachAll() async {
+        for name in order.reversed() {
+            if let managed = keys[name] {
+                board.answerAll(key: name, .denied)
+                await managed.attachment.detach()
+            }
+        }
+    }
+
+    private func managed(_ name: String) throws(ControlError) -> Managed {
+        guard let managed = keys[name] else { throw .notFound("no key named \(name)") }
+        return managed
+    }
+}

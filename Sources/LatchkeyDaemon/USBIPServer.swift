@@ -1,0 +1,257 @@
+// The USB/IP server: a SwiftNIO TCP listener whose connections each run a
+// USBIPServerConnection state machine (the wire codec and device model are
+// sans-I/O in the USBIP target). An imported key gets its own HID session;
+// output reports reach it through one serial queue per connection, input
+// reports come back on the connection's event loop. TCP_NODELAY is on: without
+// it each CTAPHID exchange waits ~40 ms for Nagle.
+
+import CTAPHID
+import Logging
+import NIOCore
+import NIOPosix
+import Synchronization
+import USBIP
+
+/// The keys exported over USB/IP, by bus id.
+final class USBIPServer: Sendable {
+    struct Entry: Sendable {
+        var export: USBIPExport
+        var key: VirtualKey
+        /// The connection that imported it, so that unexporting can drop it.
+        var attachedTo: ObjectIdentifier?
+        var closeAttached: (@Sendable () -> Void)?
+    }
+
+    let listen: ListenAddress
+    let logger: Logger
+    private let group: MultiThreadedEventLoopGroup
+    private let entries = Mutex<(next: UInt32, byBusID: [String: Entry])>((1, [:]))
+    private let channel = Mutex<(any Channel)?>(nil)
+
+    private init(listen: ListenAddress, logger: Logger) {
+        self.listen = listen
+        self.logger = logger
+        self.group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    }
+
+    /// Binds the listener. Refuses an address beyond loopback unless allowed.
+    static func start(listen: ListenAddress, allowRemote: Bool, logger: Logger) async throws -> USBIPServer {
+        if !listen.isLoopback {
+            guard allowRemote else {
+                throw ConfigurationError(
+                    "refusing to serve USB/IP on \(listen): it is not a loopback address; set [usbip] allow-remote = true to allow it"
+                )
+            }
+            logger.warning(
+                "USB/IP is listening beyond loopback: anyone who can reach it can use the keys",
+                metadata: ["listen": "\(listen)"]
+            )
+        }
+        let server = USBIPServer(listen: listen, logger: logger)
+        let bootstrap = ServerBootstrap(group: server.group)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(USBIPConnectionHandler(server: server))
+                }
+            }
+        do {
+            let channel = try await bootstrap.bind(host: listen.host, port: listen.port).get()
+            server.channel.withLock { $0 = channel }
+            logger.notice("USB/IP listening", metadata: ["listen": "\(channel.localAddress.map { "\($0)" } ?? "\(listen)")"])
+        } catch {
+            try? await server.group.shutdownGracefully()
+            throw ConfigurationError("cannot listen for USB/IP on \(listen): \(error)")
+        }
+        return server
+    }
+
+    /// The port actually bound (differs from the configured one when that was 0).
+    var boundPort: Int? { channel.withLock { $0?.localAddress?.port } }
+
+    /// Exports `key`; returns its bus id ("1-1", "1-2", …).
+    func export(_ key: VirtualKey) -> String {
+        entries.withLock { state in
+            let number = state.next
+            state.next += 1
+            let busid = "1-\(number)"
+            let device = FIDOUSBDevice(
+                idVendor: key.configuration.vendorId, idProduct: key.configuration.productId, bcdDevice: 0x0100,
+                manufacturer: key.configuration.manufacturer, product: key.configuration.productName,
+                serialNumber: key.configuration.name, reportDescriptor: FIDOReportDescriptor.bytes
+            )
+            let export = USBIPExport(busid: busid, busnum: 1, devnum: number, device: device)
+            state.byBusID[busid] = Entry(export: export, key: key)
+            return busid
+        }
+    }
+
+    /// Stops exporting `busid` and drops the connection that imported it.
+    func unexport(_ busid: String) {
+        let entry = entries.withLock { $0.byBusID.removeValue(forKey: busid) }
+        entry?.closeAttached?()
+    }
+
+    /// Drops the connection that imported `busid` (an unplug); the export stays.
+    func disconnect(_ busid: String) {
+        let close = entries.withLock { $0.byBusID[busid]?.closeAttached }
+        close?()
+    }
+
+    /// Whether some connection has imported `busid`.
+    func isAttached(_ busid: String) -> Bool {
+        entries.withLock { $0.byBusID[busid]?.attachedTo != nil }
+    }
+
+    /// What a new connection offers, and which of it is in use elsewhere.
+    func snapshot() -> (exports: [USBIPExport], attached: Set<String>) {
+        entries.withLock { state in
+            let sorted = state.byBusID.values.sorted { $0.export.devnum < $1.export.devnum }
+            return (sorted.map(\.export), Set(sorted.filter { $0.attachedTo != nil }.map(\.export.busid)))
+        }
+    }
+
+    /// Records that `connection` imported `busid`; false if another one holds it or it is gone.
+    func claim(_ busid: String, by connection: ObjectIdentifier, close: @escaping @Sendable () -> Void) -> VirtualKey? {
+        entries.withLock { state in
+            guard var entry = state.byBusID[busid], entry.attachedTo == nil else { return nil }
+            entry.attachedTo = connection
+            entry.closeAttached = close
+            state.byBusID[busid] = entry
+            return entry.key
+        }
+    }
+
+    func release(_ busid: String, by connection: ObjectIdentifier) {
+        entries.withLock { state in
+            guard var entry = state.byBusID[busid], entry.attachedTo == connection else { return }
+            entry.attachedTo = nil
+            entry.closeAttached = nil
+            state.byBusID[busid] = entry
+        }
+    }
+
+    func shutdown() async {
+        let channel = self.channel.withLock { $0 }
+        try? await channel?.close()
+        let closers = entries.withLock { $0.byBusID.values.compactMap(\.closeAttached) }
+        for close in closers { close() }
+        try? await group.shutdownGracefully()
+    }
+}
+
+/// One client connection. Runs on its channel's event loop.
+final class USBIPConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private let server: USBIPServer
+    private var connection: USBIPServerConnection?
+    private var attached: (busid: String, session: HIDSession, queue: AsyncStream<[UInt8]>.Continuation)?
+    private var logger: Logger
+
+    init(server: USBIPServer) {
+        self.server = server
+        self.logger = server.logger
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        let (exports, attachedElsewhere) = server.snapshot()
+        var connection = USBIPServerConnection(exports: exports)
+        connection.unavailableBusIDs = attachedElsewhere
+        self.connection = connection
+        logger[metadataKey: "peer"] = "\(context.remoteAddress.map { "\($0)" } ?? "?")"
+        logger.debug("USB/IP connection")
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var buffer = unwrapInboundIn(data)
+        guard var connection, let bytes = buffer.readBytes(length: buffer.readableBytes) else { return }
+        let actions = connection.receive(bytes)
+        self.connection = connection
+        if attached == nil, let busid = connection.attachedBusID {
+            attach(busid, context: context)
+        }
+        perform(actions, context: context)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        detach()
+        connection?.disconnected()
+        logger.debug("USB/IP connection closed")
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        logger.debug("USB/IP connection error", metadata: ["error": "\(error)"])
+        context.close(promise: nil)
+    }
+
+    private func perform(_ actions: [USBIPServerConnection.Action], context: ChannelHandlerContext) {
+        var wrote = false
+        for action in actions {
+            switch action {
+            case .send(let bytes):
+                context.write(wrapOutboundOut(context.channel.allocator.buffer(bytes: bytes)), promise: nil)
+                wrote = true
+            case .deliverOutputReport(_, let report):
+                attached?.queue.yield(report)
+            case .close:
+                if let failure = connection?.failure {
+                    logger.warning("closing a USB/IP connection after a protocol error", metadata: ["error": "\(failure)"])
+                }
+                if wrote { context.flush() }
+                context.close(promise: nil)
+                return
+            }
+        }
+        if wrote { context.flush() }
+    }
+
+    /// The client imported `busid`: give it a HID session with a serial input queue.
+    private func attach(_ busid: String, context: ChannelHandlerContext) {
+        let loop = context.eventLoop
+        let channel = context.channel
+        let identifier = ObjectIdentifier(self)
+        guard
+            let key = server.claim(busid, by: identifier, close: { channel.close(promise: nil) })
+        else {
+            logger.warning("refusing a second import of a key in use", metadata: ["busid": "\(busid)"])
+            context.close(promise: nil)
+            return
+        }
+        let bound = NIOLoopBound(self, eventLoop: loop)
+        let contextBound = NIOLoopBound(context, eventLoop: loop)
+        var sessionLogger = key.logger
+        sessionLogger[metadataKey: "transport"] = "usbip"
+        sessionLogger[metadataKey: "busid"] = "\(busid)"
+        let session = HIDSession(authenticator: key.authenticator, presence: key.presence, logger: sessionLogger) {
+            report in
+            loop.execute { bound.value.inputReport(report, context: contextBound.value) }
+        }
+        let (stream, continuation) = AsyncStream<[UInt8]>.makeStream(bufferingPolicy: .bufferingNewest(1024))
+        Task {
+            for await report in stream { await session.receive(report) }
+        }
+        attached = (busid, session, continuation)
+        key.logger.info("USB/IP host imported the key", metadata: ["busid": "\(busid)"])
+    }
+
+    private func inputReport(_ report: [UInt8], context: ChannelHandlerContext) {
+        guard var connection, context.channel.isActive else { return }
+        let actions = connection.inputReport(report)
+        self.connection = connection
+        perform(actions, context: context)
+    }
+
+    private func detach() {
+        guard let attached else { return }
+        attached.queue.finish()
+        let session = attached.session
+        Task { await session.close() }
+        server.release(attached.busid, by: ObjectIdentifier(self))
+        self.attached = nil
+    }
+}

@@ -1,0 +1,93 @@
+// One virtual key of the daemon: its store, its authenticator, its presence
+// broker and the identity (AAGUID, attestation certificate) it keeps across
+// resets.
+
+import CBOR
+import CTAP
+import Foundation
+import LatchkeyCrypto
+import LatchkeyStore
+import Logging
+
+/// A running virtual key.
+public final class VirtualKey: Sendable {
+    /// Secrets under this prefix are the device's identity; authenticatorReset
+    /// keeps them (see `CredentialStore.reset()`).
+    static let aaguidSecret = "device.aaguid"
+    static let attestationKeySecret = "device.attestation-key"
+    static let attestationChainSecret = "device.attestation-chain"
+
+    public let configuration: KeyConfiguration
+    public let aaguid: [UInt8]
+    public let store: SQLiteCredentialStore
+    public let authenticator: Authenticator
+    public let presence: PresenceBroker
+    let logger: Logger
+
+    /// Opens (or creates) the key's store under `directory` and its identity.
+    init(
+        configuration: KeyConfiguration,
+        directory: String,
+        masterKey: [UInt8],
+        defaults: DaemonConfiguration,
+        board: PresenceBoard,
+        logger: Logger
+    ) throws {
+        var logger = logger
+        logger[metadataKey: "key"] = "\(configuration.name)"
+        self.logger = logger
+        self.configuration = configuration
+        try FileManager.default.createDirectory(
+            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700]
+        )
+        store = try SQLiteCredentialStore(path: directory + "/credentials.db", masterKey: masterKey)
+        let entropy = SystemEntropy()
+        if let stored = try store.secret(named: Self.aaguidSecret), stored.count == 16 {
+            aaguid = stored
+        } else {
+            aaguid = entropy.bytes(count: 16)
+            try store.setSecret(aaguid, named: Self.aaguidSecret)
+        }
+        let identity = try Self.loadIdentity(store: store, aaguid: aaguid, logger: logger)
+        presence = PresenceBroker(
+            key: configuration.name, mode: configuration.presence ?? defaults.presence,
+            timeoutSeconds: defaults.presenceTimeoutSeconds, board: board, logger: logger
+        )
+        let keyLogger = logger
+        authenticator = try Authenticator(
+            configuration: AuthenticatorConfiguration(
+                aaguid: aaguid,
+                attestation: AttestationMode(rawValue: configuration.attestation) ?? .batch,
+                attestationIdentity: identity,
+                resetWindowMilliseconds: UInt64(defaults.resetWindowSeconds) * 1000
+            ),
+            store: store, presence: presence, clock: SystemMonotonicClock(), entropy: entropy,
+            diagnostics: { keyLogger.error("authenticator: \($0)") }
+        )
+    }
+
+    /// The attestation identity kept in the store, generated on first start.
+    private static func loadIdentity(
+        store: SQLiteCredentialStore, aaguid: [UInt8], logger: Logger
+    ) throws -> AttestationIdentity {
+        if let key = try store.secret(named: attestationKeySecret),
+            let chain = try store.secret(named: attestationChainSecret),
+            let certificates = try? CBORDecoder().decode(chain).arrayValue().map({ try $0.bytesValue() }),
+            let privateKey = try? P256PrivateKey(rawRepresentation: key), !certificates.isEmpty
+        {
+            return AttestationIdentity(privateKey: privateKey, certificateChain: certificates)
+        }
+        let identity = try AttestationIdentity.generate(
+            aaguid: aaguid, entropy: SystemEntropy(), now: Int64(Date().timeIntervalSince1970)
+        )
+        try store.setSecret(identity.privateKey.rawRepresentation, named: attestationKeySecret)
+        try store.setSecret(
+            CBORValue.array(identity.certificateChain.map { .bytes($0) }).encoded(), named: attestationChainSecret
+        )
+        logger.info("generated the batch attestation certificate")
+        return identity
+    }
+
+    /// The stored (discoverable) credentials.
+    func credentials() throws -> [StoredCredential] { try store.allCredentials() }
+}
