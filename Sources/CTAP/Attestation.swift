@@ -50,7 +50,7 @@ public struct AttestationIdentity: Sendable {
     }
 
     private static func p256Key(_ entropy: any EntropySource) throws(CryptoError) -> P256PrivateKey {
-        guard case .p256(let key) = try CredentialPrivateKey.generate(.es256, entropy: entropy) else {
+        guard let key = try CredentialPrivateKey.generate(.es256, entropy: entropy).p256 else {
             preconditionFailure("ES256 generation yields a P-256 key")
         }
         return key

@@ -13,11 +13,34 @@ public enum COSEAlgorithm: Int, Sendable, CaseIterable {
 }
 
 /// The private key of one credential.
-public enum CredentialPrivateKey: Sendable {
-    /// A P-256 key (ES256).
-    case p256(P256PrivateKey)
-    /// An Ed25519 key (EdDSA).
-    case ed25519(Ed25519PrivateKey)
+///
+/// A struct with one optional reference per algorithm rather than an enum with
+/// class payloads: Swift keeps such an enum's case in the spare bits of the
+/// pointer, which LeakSanitizer cannot follow, so every cached Ed25519 key
+/// looked leaked under the fuzzers.
+public struct CredentialPrivateKey: Sendable {
+    /// The algorithm.
+    public let algorithm: COSEAlgorithm
+    /// The key, for ES256.
+    public let p256: P256PrivateKey?
+    /// The key, for EdDSA.
+    public let ed25519: Ed25519PrivateKey?
+
+    /// An ES256 key.
+    public static func p256(_ key: P256PrivateKey) -> Self {
+        Self(algorithm: .es256, p256: key, ed25519: nil)
+    }
+
+    /// An EdDSA key.
+    public static func ed25519(_ key: Ed25519PrivateKey) -> Self {
+        Self(algorithm: .edDSA, p256: nil, ed25519: key)
+    }
+
+    private init(algorithm: COSEAlgorithm, p256: P256PrivateKey?, ed25519: Ed25519PrivateKey?) {
+        self.algorithm = algorithm
+        self.p256 = p256
+        self.ed25519 = ed25519
+    }
 
     /// Generates a key from `entropy`, drawing 32 bytes until they form a valid
     /// key (a P-256 scalar must lie in [1, n-1]).
@@ -40,40 +63,26 @@ public enum CredentialPrivateKey: Sendable {
         }
     }
 
-    /// The algorithm.
-    public var algorithm: COSEAlgorithm {
-        switch self {
-        case .p256: .es256
-        case .ed25519: .edDSA
-        }
-    }
-
     /// The 32 raw private key bytes.
     public var rawRepresentation: [UInt8] {
-        switch self {
-        case .p256(let key): key.rawRepresentation
-        case .ed25519(let key): key.rawRepresentation
-        }
+        if let p256 { return p256.rawRepresentation }
+        return ed25519!.rawRepresentation
     }
 
     /// The public key as a COSE_Key: EC2 {1: 2, 3: -7, -1: 1, -2: x, -3: y} or
     /// OKP {1: 1, 3: -8, -1: 6, -2: x}.
     public var publicCOSEKey: CBORValue {
-        switch self {
-        case .p256(let key):
-            let publicKey = key.publicKey
+        if let p256 {
+            let publicKey = p256.publicKey
             return .intMap([(1, 2), (3, -7), (-1, 1), (-2, .bytes(publicKey.x)), (-3, .bytes(publicKey.y))])
-        case .ed25519(let key):
-            return .intMap([(1, 1), (3, -8), (-1, 6), (-2, .bytes(key.publicKey.rawRepresentation))])
         }
+        return .intMap([(1, 1), (3, -8), (-1, 6), (-2, .bytes(ed25519!.publicKey.rawRepresentation))])
     }
 
     /// The WebAuthn signature over `message`: DER ECDSA for ES256, the 64-byte
     /// Ed25519 signature for EdDSA.
     public func signature(for message: [UInt8]) throws(CryptoError) -> [UInt8] {
-        switch self {
-        case .p256(let key): try key.signature(for: message)
-        case .ed25519(let key): try key.signature(for: message)
-        }
+        if let p256 { return try p256.signature(for: message) }
+        return try ed25519!.signature(for: message)
     }
 }

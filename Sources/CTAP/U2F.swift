@@ -115,7 +115,7 @@ extension Authenticator {
         }
         do {
             let key = try CredentialPrivateKey.generate(.es256, entropy: entropy)
-            guard case .p256(let p256) = key else { throw U2FStatusWord.unknown }
+            guard let p256 = key.p256 else { throw U2FStatusWord.unknown }
             let keyHandle = try wrapper.wrap(
                 WrappedCredential(privateKey: key, credProtect: 1), rpIdHash: application, entropy: entropy
             )
@@ -144,7 +144,7 @@ extension Authenticator {
             throw .unknown
         }
         // U2F signs with P-256 only.
-        guard let credential, case .p256 = credential.privateKey else { throw .wrongData }
+        guard let credential, credential.privateKey.p256 != nil else { throw .wrongData }
 
         let flags: AuthenticatorDataFlags
         switch apdu.p1 {
