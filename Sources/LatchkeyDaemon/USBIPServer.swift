@@ -157,10 +157,6 @@ final class USBIPConnectionHandler: ChannelInboundHandler {
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        let (exports, attachedElsewhere) = server.snapshot()
-        var connection = USBIPServerConnection(exports: exports)
-        connection.unavailableBusIDs = attachedElsewhere
-        self.connection = connection
         logger[metadataKey: "peer"] = "\(context.remoteAddress.map { "\($0)" } ?? "?")"
         logger.debug("USB/IP connection")
         context.fireChannelActive()
@@ -168,11 +164,26 @@ final class USBIPConnectionHandler: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var buffer = unwrapInboundIn(data)
-        guard var connection, let bytes = buffer.readBytes(length: buffer.readableBytes) else { return }
+        guard let bytes = buffer.readBytes(length: buffer.readableBytes) else { return }
+        // The exports are read when the client's first bytes arrive, not at accept: a
+        // connection opened a while ago must still see the keys as they are now.
+        var connection = self.connection ?? {
+            let (exports, attachedElsewhere) = server.snapshot()
+            var fresh = USBIPServerConnection(exports: exports)
+            fresh.unavailableBusIDs = attachedElsewhere
+            return fresh
+        }()
         let actions = connection.receive(bytes)
         self.connection = connection
         if attached == nil, let busid = connection.attachedBusID {
-            attach(busid, context: context)
+            guard attach(busid, context: context) else {
+                // Another connection claimed the key (or it was deleted) since the
+                // snapshot: answer as Linux does for a device in use, then close.
+                let reply = USBIPOpRepImport(failure: .deviceBusy).encodedBytes
+                context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: reply)), promise: nil)
+                context.close(promise: nil)
+                return
+            }
         }
         perform(actions, context: context)
     }
@@ -211,16 +222,16 @@ final class USBIPConnectionHandler: ChannelInboundHandler {
     }
 
     /// The client imported `busid`: give it a HID session with a serial input queue.
-    private func attach(_ busid: String, context: ChannelHandlerContext) {
+    /// False when the key is no longer free.
+    private func attach(_ busid: String, context: ChannelHandlerContext) -> Bool {
         let loop = context.eventLoop
         let channel = context.channel
         let identifier = ObjectIdentifier(self)
         guard
             let key = server.claim(busid, by: identifier, close: { channel.close(promise: nil) })
         else {
-            logger.warning("refusing a second import of a key in use", metadata: ["busid": "\(busid)"])
-            context.close(promise: nil)
-            return
+            logger.warning("refusing an import: the key is in use or gone", metadata: ["busid": "\(busid)"])
+            return false
         }
         let bound = NIOLoopBound(self, eventLoop: loop)
         let contextBound = NIOLoopBound(context, eventLoop: loop)
@@ -237,6 +248,7 @@ final class USBIPConnectionHandler: ChannelInboundHandler {
         }
         attached = (busid, session, continuation)
         key.logger.info("USB/IP host imported the key", metadata: ["busid": "\(busid)"])
+        return true
     }
 
     private func inputReport(_ report: [UInt8], context: ChannelHandlerContext) {

@@ -1,0 +1,417 @@
+"""Fixtures of the end-to-end suite: the real latchkeyd (or the rig's stand-in USB/IP
+server), its control API over the Unix socket, fresh keys per test, and devices opened
+through our own USB/IP client.
+
+    LATCHKEYD=.build/debug/latchkeyd python3 -m pytest -q Tests/e2e
+
+The daemon runs once per session with a temporary state directory, USB/IP on a free
+loopback port and no uhid; each test makes its own keys through the API and deletes
+them afterwards. Its log (stderr) is kept in a file; a failing test shows the lines
+logged while it ran. Every device a test opens is checked afterwards for USB/IP
+protocol deviations and unclaimed reports. A daemon that dies is restarted for the next
+test and reported; one that needs SIGKILL to stop fails the session's teardown.
+"""
+
+from __future__ import annotations
+
+import http.client
+import itertools
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+E2E_DIR = Path(__file__).resolve().parent
+REPO = E2E_DIR.parents[1]
+sys.path.insert(0, str(E2E_DIR))
+
+import usbip_client as usbip  # noqa: E402
+import usbip_hid  # noqa: E402
+
+HOST = "127.0.0.1"
+STANDIN = REPO.parent / "shared" / "rig" / "smoke" / "usbip_fido.py"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.05):
+    """Polls `predicate` until it returns something truthy; fails with `what` otherwise."""
+    deadline = time.monotonic() + timeout
+    last_error = None
+    while True:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception as e:  # noqa: BLE001 - remembered for the failure message
+            last_error = e
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}"
+                                 + (f" (last error: {last_error!r})" if last_error else ""))
+        time.sleep(interval)
+
+
+# ---- control API client ------------------------------------------------------------
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float):
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self.unix_path)
+        except BaseException:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+class APIError(AssertionError):
+    def __init__(self, method: str, path: str, status: int, body):
+        super().__init__(f"{method} {path} -> {status}: {body!r}")
+        self.status = status
+        self.body = body
+
+
+class ControlClient:
+    """HTTP/1.1 + JSON on the daemon's control socket."""
+
+    def __init__(self, path: str, timeout: float = 10.0):
+        self.path = path
+        self.timeout = timeout
+
+    def request(self, method: str, path: str, body=None, expect=200):
+        conn = UnixHTTPConnection(self.path, self.timeout)
+        try:
+            headers = {}
+            data = None
+            if body is not None:
+                data = json.dumps(body).encode()
+                headers["Content-Type"] = "application/json"
+            conn.request(method, path, body=data, headers=headers)
+            response = conn.getresponse()
+            raw = response.read()
+            status = response.status
+            content_type = response.getheader("Content-Type") or ""
+        finally:
+            conn.close()
+        parsed = None
+        if raw:
+            assert "json" in content_type, f"{method} {path}: Content-Type {content_type!r} for {raw[:200]!r}"
+            parsed = json.loads(raw)
+        expected = expect if isinstance(expect, (tuple, list, set)) else (expect,)
+        if expect is not None and status not in expected:
+            raise APIError(method, path, status, parsed if parsed is not None else raw)
+        if status >= 400:
+            assert_error_document(parsed)
+        return parsed if expect is not None else (status, parsed)
+
+    def get(self, path, expect=200):
+        return self.request("GET", path, expect=expect)
+
+    def post(self, path, body=None, expect=200):
+        return self.request("POST", path, body, expect=expect)
+
+    def put(self, path, body, expect=200):
+        return self.request("PUT", path, body, expect=expect)
+
+    def delete(self, path, expect=204):
+        return self.request("DELETE", path, expect=expect)
+
+    def key(self, name: str) -> dict:
+        return self.get(f"/v1/keys/{name}")
+
+    def pending(self, key: str | None = None) -> list[dict]:
+        entries = self.get("/v1/presence/pending")
+        return [p for p in entries if key is None or p["key"] == key]
+
+
+def assert_error_document(body) -> None:
+    assert isinstance(body, dict) and set(body) == {"error"}, f"error body {body!r}"
+    error = body["error"]
+    assert isinstance(error.get("code"), str) and error["code"], f"error body {body!r}"
+    assert isinstance(error.get("message"), str), f"error body {body!r}"
+
+
+# ---- the daemon -----------------------------------------------------------------------
+
+
+class Daemon:
+    """One latchkeyd process at a time, restartable."""
+
+    def __init__(self, binary: Path, workdir: Path):
+        self.binary = binary
+        self.workdir = workdir
+        self.proc: subprocess.Popen | None = None
+        self.runs = itertools.count(1)
+        self.log_path: Path | None = None
+        self.port = 0
+        self.state_dir: Path | None = None
+        self.control: ControlClient | None = None
+        self.problems: list[str] = []
+
+    def start(self, timeout: float = 20.0) -> None:
+        for _attempt in range(3):
+            run = next(self.runs)
+            self.port = free_port()
+            self.state_dir = self.workdir / f"state{run}"
+            self.state_dir.mkdir()
+            socket_path = self.state_dir / "control.sock"
+            self.log_path = self.workdir / f"latchkeyd{run}.log"
+            argv = [str(self.binary), "--state-dir", str(self.state_dir), "--no-uhid",
+                    "--usbip", f"{HOST}:{self.port}", "--presence", "auto",
+                    "--control-socket", str(socket_path)]
+            with open(self.log_path, "wb") as log:
+                log.write(("$ " + " ".join(argv) + "\n").encode())
+                log.flush()
+                self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
+                                             stderr=subprocess.STDOUT, start_new_session=True)
+            self.control = ControlClient(str(socket_path))
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and self.proc.poll() is None:
+                try:
+                    self.control.get("/v1/status")
+                    usbip.list_devices(HOST, self.port, timeout=2)
+                    return
+                except (OSError, AssertionError, usbip.USBIPError):
+                    time.sleep(0.05)
+            code = self.proc.poll()
+            log_text = self.log_text()
+            self.stop()
+            if code is not None and "in use" in log_text.lower():
+                continue  # lost the race for the free port; try another
+            raise RuntimeError(f"latchkeyd did not come up (exit {code}); its log:\n{log_text}")
+        raise RuntimeError("latchkeyd could not bind a free port three times")
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_text(self, since: int = 0) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        with open(self.log_path, "rb") as f:
+            f.seek(since)
+            return f.read().decode("utf-8", "replace")
+
+    def log_size(self) -> int:
+        return self.log_path.stat().st_size if self.log_path and self.log_path.exists() else 0
+
+    def stop(self, timeout: float = 10.0) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.problems.append(f"latchkeyd ignored SIGTERM for {timeout} s and was killed "
+                                 f"(log {self.log_path})")
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+            return
+        if proc.returncode not in (0, -signal.SIGTERM, 128 + signal.SIGTERM):
+            self.problems.append(f"latchkeyd exited with {proc.returncode} on SIGTERM (log {self.log_path})")
+
+
+_daemon: Daemon | None = None
+
+
+def daemon_binary() -> Path:
+    path = Path(os.environ.get("LATCHKEYD", ".build/debug/latchkeyd"))
+    if not path.is_absolute():
+        cwd_path = Path.cwd() / path
+        path = cwd_path if cwd_path.exists() else REPO / path
+    return path
+
+
+@pytest.fixture(scope="session")
+def daemon_process(tmp_path_factory):
+    global _daemon
+    binary = daemon_binary()
+    if not binary.exists():
+        if os.environ.get("LATCHKEYD"):
+            pytest.fail(f"LATCHKEYD={binary} does not exist: build it with swift build")
+        pytest.skip(f"no latchkeyd at {binary} (set LATCHKEYD)")
+    daemon = Daemon(binary, tmp_path_factory.mktemp("latchkeyd"))
+    daemon.start()
+    _daemon = daemon
+    yield daemon
+    _daemon = None
+    daemon.stop()
+    if daemon.problems:
+        pytest.fail("; ".join(daemon.problems) + "\n" + daemon.log_text()[-4000:])
+
+
+@pytest.fixture
+def daemon(daemon_process):
+    """The running daemon; one that died during an earlier test is restarted first.
+    The test fails if the daemon dies during it."""
+    if not daemon_process.alive:
+        daemon_process.start()
+    yield daemon_process
+    if not daemon_process.alive:
+        code = daemon_process.proc.returncode if daemon_process.proc else None
+        pytest.fail(f"latchkeyd died during the test (exit {code}); its log:\n"
+                    + daemon_process.log_text()[-6000:])
+
+
+@pytest.fixture
+def control(daemon) -> ControlClient:
+    return daemon.control
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    daemon = _daemon
+    if call.when == "setup":
+        item._latchkeyd_log_start = (daemon.log_path, daemon.log_size()) if daemon else (None, 0)
+    if report.failed and daemon is not None:
+        path, start = getattr(item, "_latchkeyd_log_start", (None, 0))
+        text = daemon.log_text(start if path == daemon.log_path else 0)
+        if len(text) > 20000:
+            text = "...\n" + text[-20000:]
+        report.sections.append(("latchkeyd log during the test", text or "(nothing logged)"))
+
+
+_key_names = itertools.count(1)
+
+
+@pytest.fixture
+def make_key(control, daemon, request):
+    """Creates keys through the control API (USB/IP only); deletes them after the test."""
+    created = []
+
+    def make(presence: str | None = None, attestation: str | None = None, name: str | None = None) -> dict:
+        if name is None:
+            stem = re.sub(r"[^A-Za-z0-9_.-]", "-", request.node.name)[:40]
+            name = f"k{next(_key_names)}-{stem}"
+        body = {"name": name, "uhid": False, "usbip": True}
+        if presence is not None:
+            body["presence"] = presence
+        if attestation is not None:
+            body["attestation"] = attestation
+        doc = control.post("/v1/keys", body, expect=201)
+        created.append(name)
+        assert doc["name"] == name, doc
+        assert doc["usbip"] and doc["usbip"]["busid"], f"key without a USB/IP export: {doc}"
+        busid = doc["usbip"]["busid"]
+        wait_for(lambda: any(d.busid == busid for d in usbip.list_devices(HOST, daemon.port)),
+                 5, f"{busid} in the USB/IP device list")
+        return doc
+
+    yield make
+    if daemon.alive:
+        for name in created:
+            control.delete(f"/v1/keys/{name}", expect=(204, 404))
+
+
+@pytest.fixture
+def key(make_key) -> dict:
+    return make_key()
+
+
+class Opened:
+    """Tracks what a test opened over USB/IP, closes it, and checks it afterwards."""
+
+    def __init__(self, port: int, strict: bool):
+        self.port = port
+        self.strict = strict
+        self.interfaces: list[usbip_hid.UsbipHidInterface] = []
+        self.raw: list[usbip.AttachedDevice] = []
+
+    def interface(self, busid: str, **kw) -> usbip_hid.UsbipHidInterface:
+        iface = usbip_hid.UsbipHidInterface(HOST, self.port, busid, close_with_last_connection=False, **kw)
+        self.interfaces.append(iface)
+        return iface
+
+    def ctap(self, busid: str, read_timeout: float = 20.0):
+        """python-fido2's CtapHidDevice on a fresh import of `busid`."""
+        return self.interface(busid).ctap_device(read_timeout)
+
+    def attach(self, busid: str) -> usbip.AttachedDevice:
+        dev = usbip.import_device(HOST, self.port, busid)
+        self.raw.append(dev)
+        return dev
+
+    def close_and_check(self) -> list[str]:
+        problems = []
+        devices = [(i.device, i) for i in self.interfaces] + [(d, None) for d in self.raw]
+        for dev, iface in devices:
+            if self.strict and dev.deviations:
+                problems.append(f"{dev.record.busid}: USB/IP deviations: {dev.deviations[:5]}")
+            if dev.failure is not None and not isinstance(dev.failure, usbip.Disconnected):
+                problems.append(f"{dev.record.busid}: USB/IP connection failed: {dev.failure!r}")
+            if iface is not None and iface.stray_reports:
+                problems.append(f"{dev.record.busid}: reports for no channel: "
+                                + " ".join(r[:8].hex() for r in iface.stray_reports[:5]))
+        for iface in self.interfaces:
+            iface.close()
+        for dev in self.raw:
+            dev.close()
+        return problems
+
+
+@pytest.fixture
+def usb(daemon, make_key):
+    """Opens latchkeyd's devices over our USB/IP client; strict about the protocol.
+    (It needs `make_key` so that it is torn down first: devices close and are checked
+    before their keys are deleted.)"""
+    opened = Opened(daemon.port, strict=True)
+    yield opened
+    problems = opened.close_and_check()
+    if problems:
+        pytest.fail("; ".join(problems))
+
+
+# ---- the rig's stand-in server ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def standin():
+    """The rig's USB/IP smoke server (PyPI usbip 0.7.0): (port, busid)."""
+    pytest.importorskip("usbip", reason="pip install usbip==0.7.0 for the stand-in server")
+    if not STANDIN.exists():
+        pytest.skip(f"no stand-in server at {STANDIN}")
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(STANDIN), "--host", HOST, "--port", str(port)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        line = proc.stdout.readline().split()
+        assert line[:1] == ["READY"], f"stand-in said {line!r}: {proc.stderr.read() if proc.poll() is not None else ''}"
+        yield port, line[1]
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+
+
+@pytest.fixture
+def standin_usb(standin):
+    """Like `usb`, for the stand-in, which echoes devid/direction/ep (tolerated)."""
+    opened = Opened(standin[0], strict=False)
+    yield opened
+    problems = opened.close_and_check()
+    if problems:
+        pytest.fail("; ".join(problems))
