@@ -22,6 +22,9 @@ let package = Package(
                 .product(name: "CBOR", package: root),
                 .product(name: "LatchkeyCrypto", package: root),
                 .product(name: "LatchkeyStore", package: root),
+                // getAssertion/usbip: the bench's USB/IP host speaks the daemon's wire types.
+                .product(name: "USBIP", package: root),
+                .product(name: "CTAPHID", package: root),
             ]
         ),
     ]

@@ -1,0 +1,62 @@
+// The bench's system calls and its two kinds of failure: a system call that failed (the
+// call's name and errno), and everything else (a bad command line, a peer that did
+// something the bench did not expect), told in words.
+
+import Glibc
+
+/// A system call that failed: its name and errno.
+struct SystemCallError: Error, CustomStringConvertible {
+    var call: String
+    var code: Int32
+
+    var description: String { "\(call): \(String(cString: strerror(code))) (errno \(code))" }
+}
+
+/// A failure that is no system call's: a bad command line, or a peer (the daemon, its USB/IP
+/// server, the key) that broke what the bench expects of it.
+struct BenchFailure: Error, CustomStringConvertible {
+    var reason: String
+
+    init(_ reason: String) { self.reason = reason }
+
+    var description: String { reason }
+}
+
+/// Runs a call that returns -1 and sets errno on failure, retrying it on EINTR.
+@discardableResult
+func systemCall<Result: FixedWidthInteger>(_ name: String, _ call: () -> Result) throws(SystemCallError) -> Result {
+    while true {
+        let result = call()
+        if result != -1 { return result }
+        let code = errno
+        if code != EINTR { throw SystemCallError(call: name, code: code) }
+    }
+}
+
+/// Runs a call that returns 0 or an error number (the posix_spawn family).
+func errorNumberCall(_ name: String, _ call: () -> Int32) throws(SystemCallError) {
+    let code = call()
+    if code != 0 { throw SystemCallError(call: name, code: code) }
+}
+
+/// Sleeps for `milliseconds`, resuming after signals.
+func pause(milliseconds: Int) {
+    var request = timespec(tv_sec: milliseconds / 1000, tv_nsec: (milliseconds % 1000) * 1_000_000)
+    var remaining = timespec()
+    while nanosleep(&request, &remaining) == -1 && errno == EINTR { request = remaining }
+}
+
+/// Writes `line` and a newline to standard error. A failure is dropped: there is nowhere
+/// left to report it.
+func printError(_ line: String) {
+    let bytes = Array((line + "\n").utf8)
+    var offset = 0
+    while offset < bytes.count {
+        guard
+            let written = try? bytes.withUnsafeBytes({ raw in
+                try systemCall("write") { write(STDERR_FILENO, raw.baseAddress! + offset, raw.count - offset) }
+            })
+        else { return }
+        offset += written
+    }
+}
