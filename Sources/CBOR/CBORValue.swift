@@ -73,3 +73,43 @@ extension CBORValue: ExpressibleByIntegerLiteral, ExpressibleByStringLiteral, Ex
     /// A boolean literal.
     public init(booleanLiteral value: Bool) { self = .boolean(value) }
 }
+
+extension CBORValue {
+    /// Equality as encodings see it: floats compare by their bits, so a NaN
+    /// equals itself and 0.0 differs from -0.0, as their encodings do.
+    public static func == (lhs: CBORValue, rhs: CBORValue) -> Bool {
+        switch (lhs, rhs) {
+        case (.unsigned(let a), .unsigned(let b)), (.negative(let a), .negative(let b)): a == b
+        case (.bytes(let a), .bytes(let b)): a == b
+        case (.text(let a), .text(let b)): a == b
+        case (.array(let a), .array(let b)): a == b
+        case (.map(let a), .map(let b)): a == b
+        case (.boolean(let a), .boolean(let b)): a == b
+        case (.null, .null), (.undefined, .undefined): true
+        case (.simple(let a), .simple(let b)): a == b
+        case (.half(let a), .half(let b)): a == b
+        case (.float(let a), .float(let b)): a.bitPattern == b.bitPattern
+        case (.double(let a), .double(let b)): a.bitPattern == b.bitPattern
+        default: false
+        }
+    }
+
+    /// Hashes consistently with `==`.
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .unsigned(let value): hasher.combine(0); hasher.combine(value)
+        case .negative(let value): hasher.combine(1); hasher.combine(value)
+        case .bytes(let value): hasher.combine(2); hasher.combine(value)
+        case .text(let value): hasher.combine(3); hasher.combine(value)
+        case .array(let value): hasher.combine(4); hasher.combine(value)
+        case .map(let value): hasher.combine(5); hasher.combine(value)
+        case .boolean(let value): hasher.combine(6); hasher.combine(value)
+        case .null: hasher.combine(7)
+        case .undefined: hasher.combine(8)
+        case .simple(let value): hasher.combine(9); hasher.combine(value)
+        case .half(let value): hasher.combine(10); hasher.combine(value)
+        case .float(let value): hasher.combine(11); hasher.combine(value.bitPattern)
+        case .double(let value): hasher.combine(12); hasher.combine(value.bitPattern)
+        }
+    }
+}

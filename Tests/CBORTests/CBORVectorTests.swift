@@ -140,6 +140,16 @@ struct CBORVectorTests {
         #expect(throws: CBORError(.forbidden, "")) { try CBORDecoder().decode(hex(hexString)) }
     }
 
+    @Test("a NaN equals itself and round-trips, as its encoding does")
+    func nanEquality() throws {
+        let bytes = hex("83fbffff0100bf000083f97e00fa7fc00000")
+        let value = try CBORDecoder().decode(bytes)
+        #expect(value == value)
+        #expect(try CBORDecoder().decode(value.encoded()) == value)
+        #expect(Set([value, value]).count == 1)
+        #expect(CBORValue.double(0.0) != CBORValue.double(-0.0))
+    }
+
     @Test("decodes NaN payloads bit for bit")
     func nan() throws {
         #expect(try CBORDecoder().decode(hex("f97e00")) == .half(0x7E00))
