@@ -2,9 +2,13 @@
 # The test command (README "Run the tests"): installs what the tests need on a
 # fresh Debian 12 machine, then builds and runs every test. CI runs exactly this.
 #
-#   scripts/test.sh            # deps, swift test, a short fuzz replay
-#   LATCHKEY_SKIP_DEPS=1 ...   # skip the apt/pip step (offline, already set up)
-#   LATCHKEY_FUZZ_RUNS=N ...   # inputs per fuzzer in the smoke run (default 20000, 0 skips)
+#   scripts/test.sh                  # everything below, in this order:
+#     deps (apt, pip) -> swift build + swift test -> pytest (latchkeyctl, the
+#     daemon end to end over USB/IP) -> systemd unit checks -> the real-kernel
+#     tests in the VM rig (scripts/kernel-tests.sh) -> a short fuzz replay
+#   LATCHKEY_SKIP_DEPS=1 ...         # skip the apt/pip step (offline, already set up)
+#   LATCHKEY_SKIP_KERNEL_TESTS=1 ... # skip the VM rig (no root, no ../shared/rig)
+#   LATCHKEY_FUZZ_RUNS=N ...         # inputs per fuzzer in the smoke run (default 20000, 0 skips)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,7 +22,7 @@ as_root() {
 }
 
 install_deps() {
-    local apt_packages=(libssl-dev libudev-dev libsqlite3-dev pkg-config python3 clang)
+    local apt_packages=(libssl-dev libudev-dev libsqlite3-dev pkg-config python3 python3-pip clang systemd)
     local missing=()
     for package in "${apt_packages[@]}"; do
         dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
@@ -28,11 +32,12 @@ install_deps() {
         as_root apt-get update -qq
         as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
     fi
-    # python-fido2 2.x is the relying party library the tests verify against.
-    if ! python3 -c 'import fido2.server, fido2.webauthn; from fido2.webauthn import RegistrationResponse' 2>/dev/null; then
-        log "pip install fido2 (2.x)"
-        python3 -m pip install -q "fido2>=2,<3" 2>/dev/null ||
-            python3 -m pip install -q --break-system-packages "fido2>=2,<3"
+    # python-fido2 2.x is the FIDO client and relying party library the tests use.
+    # usbip 0.7.0 runs the rig's stand-in USB/IP server that checks our client.
+    if ! python3 -c 'import pytest, usbip, fido2.server; from fido2.webauthn import RegistrationResponse' 2>/dev/null; then
+        log "pip install fido2 (2.x) pytest usbip"
+        python3 -m pip install -q "fido2>=2,<3" pytest "usbip==0.7.0" 2>/dev/null ||
+            python3 -m pip install -q --break-system-packages "fido2>=2,<3" pytest "usbip==0.7.0"
     fi
 }
 
@@ -43,6 +48,35 @@ swift build --build-tests
 
 log "swift test"
 swift test --skip-build
+
+bin="$(swift build --show-bin-path)"
+log "pytest: latchkeyctl against a fake daemon, latchkeyd end to end over USB/IP"
+LATCHKEYD="$bin/latchkeyd" LATCHKEYCTL="$bin/latchkeyctl" python3 -m pytest -q Tests/latchkeyctl Tests/e2e
+
+if command -v systemd-analyze >/dev/null; then
+    log "systemd unit: systemd-analyze verify and security"
+    unit_dir="$(mktemp -d)"
+    trap 'rm -rf "$unit_dir"' EXIT
+    sed "s|/usr/local/bin/latchkeyd|$bin/latchkeyd|" systemd/latchkeyd.service > "$unit_dir/latchkeyd.service"
+    verify="$(systemd-analyze verify "$unit_dir/latchkeyd.service" 2>&1 || true)"
+    if [ -n "$verify" ]; then
+        echo "$verify"
+        echo "systemd-analyze verify found problems in systemd/latchkeyd.service" >&2
+        exit 1
+    fi
+    # The exposure score must stay in systemd's "OK" band (below 4.0).
+    score="$(systemd-analyze security --offline=true --threshold=40 "$unit_dir/latchkeyd.service" 2>&1 | tail -n 1)"
+    echo "$score"
+    case "$score" in
+        *"Overall exposure level"*" OK"* | *"Overall exposure level"*" SAFE"*) ;;
+        *) echo "systemd-analyze security: the unit is not in the OK band" >&2; exit 1 ;;
+    esac
+fi
+
+if [ "${LATCHKEY_SKIP_KERNEL_TESTS:-0}" != 1 ]; then
+    log "real kernel: uhid and USB/IP in the VM rig"
+    scripts/kernel-tests.sh
+fi
 
 runs="${LATCHKEY_FUZZ_RUNS:-20000}"
 if [ "$runs" != 0 ]; then
