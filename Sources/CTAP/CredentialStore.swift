@@ -138,7 +138,9 @@ public protocol CredentialStore: Sendable {
     /// Stores or replaces a secret value; `nil` removes it.
     func setSecret(_ value: [UInt8]?, named name: String) throws(StoreError)
 
-    /// authenticatorReset: deletes every credential and secret. Signature
-    /// counters keep increasing (a counter value is never reused).
+    /// authenticatorReset: deletes every credential and every secret except
+    /// the device's identity (names starting `device.`: AAGUID, attestation
+    /// key), which a hardware key keeps too. Signature counters keep
+    /// increasing (a counter value is never reused).
     func reset() throws(StoreError)
 }

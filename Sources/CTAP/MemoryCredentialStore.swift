@@ -102,7 +102,7 @@ public final class MemoryCredentialStore: CredentialStore {
     public func reset() throws(StoreError) {
         state.withLock { state in
             state.credentials.removeAll()
-            state.secrets.removeAll()
+            state.secrets = state.secrets.filter { $0.key.hasPrefix("device.") }
             let global = state.counters[[]]
             state.counters.removeAll()
             state.counters[[]] = global

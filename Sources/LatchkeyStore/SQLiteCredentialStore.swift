@@ -274,7 +274,9 @@ public final class SQLiteCredentialStore: CredentialStore {
     public func reset() throws(StoreError) {
         try write("reset the store") { db in
             try db.execute(sql: "DELETE FROM credential")
-            try db.execute(sql: "DELETE FROM secret")
+            // The device's identity (AAGUID, attestation key) survives a reset, as
+            // a hardware key's does.
+            try db.execute(sql: "DELETE FROM secret WHERE name NOT LIKE 'device.%'")
             // The global scope keeps counting: its values must never repeat.
             try db.execute(sql: "DELETE FROM signatureCounter WHERE scope != x''")
             counters.withLock { $0 = $0.filter { $0.key.isEmpty } }

@@ -302,8 +302,10 @@ struct ErrorPathTests {
         let stored = try await key.makeCredential(request)
         request.rk = false
         let wrapped = try await key.makeCredential(request)
+        try key.store.setSecret([7], named: "device.aaguid")
         key.clock.advance(by: 9_000)
         #expect(try await key.send(.reset).0 == .ok)
+        #expect(try key.store.secret(named: "device.aaguid") == [7], "the device's identity survives")
         #expect(key.presence.requests.last?.operation == .reset)
         #expect(try key.store.credentialCount() == 0)
         var get = GetAssertionBuilder()

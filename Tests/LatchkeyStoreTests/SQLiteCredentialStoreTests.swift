@@ -153,16 +153,18 @@ struct SQLiteCredentialStoreTests {
         #expect(try store.secret(named: "empty") == [])
     }
 
-    @Test("reset deletes every credential and secret")
+    @Test("reset deletes every credential and secret but the device's identity")
     func reset() throws {
         let directory = try TemporaryDirectory()
         let store = try openStore(directory)
         for _ in 0..<3 { try store.save(sampleCredential()) }
         try store.setSecret([1, 2, 3], named: "pin")
+        try store.setSecret([4, 5], named: "device.aaguid")
         try store.reset()
         #expect(try store.credentialCount() == 0)
         #expect(try store.allCredentials().isEmpty)
         #expect(try store.secret(named: "pin") == nil)
+        #expect(try store.secret(named: "device.aaguid") == [4, 5])
         let saved = try store.save(sampleCredential())
         #expect(try store.allCredentials() == [saved])
     }
