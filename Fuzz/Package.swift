@@ -1,8 +1,10 @@
 // swift-tools-version:6.1
 // latchkey fuzzers: libFuzzer executables over the protocol targets, kept out of the main
 // build. Build and run them all with scripts/fuzz.sh; each target's entry point is
-// LLVMFuzzerTestOneInput, and libFuzzer supplies main when built with
-// `-sanitize=fuzzer,address -parse-as-library`.
+// LLVMFuzzerTestOneInput, and libFuzzer supplies main: build with `swift build -c release
+// --sanitize=fuzzer --sanitize=address -Xswiftc -sanitize=fuzzer,address` (the SwiftPM flags
+// make the link use libFuzzer's main; the -Xswiftc copy instruments the root package's
+// targets, which the SwiftPM flags leave uninstrumented).
 import PackageDescription
 
 // The root package is a path dependency, whose identity is its directory's name; a clone may

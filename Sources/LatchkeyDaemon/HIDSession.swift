@@ -35,7 +35,10 @@ public actor HIDSession {
     private let presence: PresenceBroker?
     private let send: @Sendable ([UInt8]) -> Void
     private let logger: Logger
-    private var engine: (channel: UInt32, task: Task<Void, Never>)?
+    /// The request the engine is working on; `id` tells a stale answer (of a
+    /// request the host abandoned with INIT) from the current one.
+    private var engine: (id: UInt64, channel: UInt32, task: Task<Void, Never>)?
+    private var nextRequestID: UInt64 = 0
     private var timer: Task<Void, Never>?
     private var closed = false
 
@@ -97,6 +100,8 @@ public actor HIDSession {
 
     private func start(channel: UInt32, command: CTAPHIDCommand, payload: [UInt8]) {
         let authenticator = self.authenticator
+        nextRequestID += 1
+        let id = nextRequestID
         let task = Task {
             let response: [UInt8]
             if command == .cbor {
@@ -104,13 +109,16 @@ public actor HIDSession {
             } else {
                 response = await authenticator.handleAPDU(payload)
             }
-            self.finish(channel: channel, command: command, response: response)
+            self.finish(id: id, channel: channel, command: command, response: response)
         }
-        engine = (channel, task)
+        engine = (id, channel, task)
     }
 
-    private func finish(channel: UInt32, command: CTAPHIDCommand, response: [UInt8]) {
-        if engine?.channel == channel { engine = nil }
+    private func finish(id: UInt64, channel: UInt32, command: CTAPHIDCommand, response: [UInt8]) {
+        // An answer to a request the host abandoned (INIT re-sync, close) is dropped:
+        // sent now, it would be taken as the answer to the channel's next request.
+        guard engine?.id == id else { return }
+        engine = nil
         guard !closed else { return }
         logger.debug(
             "answered",
