@@ -42,7 +42,7 @@ public struct KeyConfiguration: Sendable, Equatable {
     /// USB product id shown to hosts.
     public var productId: UInt16 = 0x0001
     /// Product string (uhid device name, USB iProduct).
-    public var productName: String = "latchkey virtual FIDO2 key"
+    public var productName: String = "Virtual FIDO2 Key"
     /// Manufacturer string (USB iManufacturer).
     public var manufacturer: String = "latchkey"
     /// Attestation statement for makeCredential: batch, self or none.
@@ -141,7 +141,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
         # usbip = true              # this key is exported when USB/IP is enabled
         # vendor-id = 0x1209        # pid.codes; 0x0001 is its test PID: set your own for real deployments
         # product-id = 0x0001
-        # product-name = "latchkey virtual FIDO2 key"
+        # product-name = "Virtual FIDO2 Key"  # hosts show "<manufacturer> <product-name>"
         # manufacturer = "latchkey"
         # attestation = "batch"     # batch | self | none
         """

@@ -87,12 +87,13 @@ final class LiveAttachment: KeyAttachment, @unchecked Sendable {
     /// Creates the uhid device; its events reach the HID session through one serial queue.
     func startUHID(path: String) {
         uhidPath.withLock { $0 = path }
-        // uhid limits: name 127 bytes, phys and uniq 63 (key names are ASCII).
-        let tag = key.aaguid.prefix(4).map { String(format: "%02x", $0) }.joined()
+        // uhid limits: name 127 bytes, phys and uniq 63 (key names are ASCII). The name
+        // is what the kernel's USB HID driver would make of the same device over USB/IP.
+        let name = "\(key.configuration.manufacturer) \(key.configuration.productName)"
         let configuration = UHIDDeviceConfiguration(
-            name: String(key.configuration.productName.utf8.prefix(127)) ?? "latchkey",
+            name: String(decoding: name.utf8.prefix(127), as: UTF8.self),
             phys: String("latchkey/\(key.configuration.name)".prefix(63)),
-            uniq: String("latchkey-\(tag)-\(key.configuration.name)".prefix(63)),
+            uniq: key.serialNumber,
             vendor: UInt32(key.configuration.vendorId),
             product: UInt32(key.configuration.productId),
             version: 0x0100,

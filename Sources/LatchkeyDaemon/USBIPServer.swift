@@ -79,7 +79,7 @@ final class USBIPServer: Sendable {
             let device = FIDOUSBDevice(
                 idVendor: key.configuration.vendorId, idProduct: key.configuration.productId, bcdDevice: 0x0100,
                 manufacturer: key.configuration.manufacturer, product: key.configuration.productName,
-                serialNumber: key.configuration.name, reportDescriptor: FIDOReportDescriptor.bytes
+                serialNumber: key.serialNumber, reportDescriptor: FIDOReportDescriptor.bytes
             )
             let export = USBIPExport(busid: busid, busnum: 1, devnum: number, device: device)
             state.byBusID[busid] = Entry(export: export, key: key)

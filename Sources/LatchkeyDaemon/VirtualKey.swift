@@ -88,6 +88,13 @@ public final class VirtualKey: Sendable {
         return identity
     }
 
+    /// The serial number hosts see on either transport (USB iSerialNumber, uhid
+    /// uniq): the key's name after part of its AAGUID, at most 63 bytes.
+    var serialNumber: String {
+        let tag = aaguid.prefix(4).map { String(format: "%02x", $0) }.joined()
+        return String("latchkey-\(tag)-\(configuration.name)".prefix(63))
+    }
+
     /// The stored (discoverable) credentials.
     func credentials() throws -> [StoredCredential] { try store.allCredentials() }
 }

@@ -1,0 +1,500 @@
+#!/bin/bash
+# Runs INSIDE the rig guest, as root (scripts/kernel-tests.sh starts it through
+# ../shared/rig/run.sh): the real latchkeyd against a real Linux kernel's uhid,
+# hidraw and vhci-hcd, with real FIDO clients.
+#
+#   guest-checks.sh --bin DIR [--suite base|chromium] [--artifacts DIR]
+#
+#   --bin DIR         where latchkeyd and latchkeyctl are (built on the host)
+#   --artifacts DIR   copy the daemons' debug logs (and Chromium's) there at the end
+#                     (a directory in the share, so that the host keeps them)
+#   --suite base      (default) uhid, then USB/IP: fido2-token -L/-I,
+#                     fido2-cred -M/-V (ES256, resident, EdDSA), fido2-assert -G/-V,
+#                     python-fido2 (Fido2Client + Fido2Server, Ctap1/U2F)
+#   --suite chromium  (chromium image) headless Chromium through chromedriver:
+#                     create() then get() on the uhid key, then on the USB/IP key
+#
+# Prints one line per check, "ok N - name" or "not ok N - name", diagnostics as
+# "# ..." lines, and last "N passed, M failed" alone on a line. Exit status 1
+# when a check failed. Every process started here has a time limit; the daemons
+# are stopped with SIGTERM and must exit by themselves.
+set -u
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+BIN=
+SUITE=base
+ARTIFACTS=
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --bin) BIN=$2; shift ;;
+        --suite) SUITE=$2; shift ;;
+        --artifacts) ARTIFACTS=$2; shift ;;
+        *) echo "guest-checks.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+[ -n "$BIN" ] || { echo "guest-checks.sh: --bin DIR is required" >&2; exit 2; }
+export PYTHONDONTWRITEBYTECODE=1  # the helpers live in the share: leave no __pycache__ there
+WORK=$(mktemp -d /tmp/lk-kernel.XXXXXX)
+LATCHKEYD=$WORK/bin/latchkeyd
+LATCHKEYCTL=$WORK/bin/latchkeyctl
+N=0 PASSED=0 FAILED=0
+T_ALL=$(date +%s.%N)
+D_PID=
+
+now() { date +%s.%N; }
+since() { awk -v a="$(now)" -v b="$1" 'BEGIN { printf "%.1fs", a - b }'; }
+note() { printf '# %s\n' "$*"; }
+indent() { sed 's/^/#   /' "$@"; }
+section() { printf '#\n# === %s\n' "$*"; }
+pass() { N=$((N + 1)); PASSED=$((PASSED + 1)); echo "ok $N - $*"; }
+fail() { N=$((N + 1)); FAILED=$((FAILED + 1)); echo "not ok $N - $*"; }
+# check NAME CMD...: one check from a command's exit status; its output is shown on failure
+check() {
+    local name=$1 t out
+    shift
+    t=$(now)
+    out=$WORK/check.$((N + 1)).log
+    if "$@" > "$out" 2>&1; then
+        pass "$name ($(since "$t"))"
+    else
+        fail "$name (exit $?, $(since "$t"))"
+        indent "$out" | tail -n 40
+        return 1
+    fi
+}
+# result lines of a python helper ("PASS<TAB>name" / "FAIL<TAB>name<TAB>why") -> checks
+collect() {
+    local status name why
+    while IFS=$'\t' read -r status name why; do
+        case "$status" in
+            PASS) pass "$name" ;;
+            FAIL) fail "$name"; note "  $why" ;;
+            *) ;;
+        esac
+    done
+}
+
+# on an early exit: the `timeout` wrappers pass SIGTERM on to the daemon and the driver
+cleanup() {
+    [ -n "$D_PID" ] && kill -TERM "$D_PID" 2>/dev/null
+    [ -n "${CO_PID:-}" ] && kill -TERM "$CO_PID" 2>/dev/null
+    usbip detach -p 0 > /dev/null 2>&1
+}
+trap cleanup EXIT
+
+# stage_binaries: copies latchkeyd, latchkeyctl and the Swift runtime libraries they
+# load from outside the system directories into tmpfs. Executing them from the 9p
+# share costs 2-10 s per start under TCG (every page fault is a 9p read);
+# from tmpfs, well under a second. LD_LIBRARY_PATH (which precedes RUNPATH) points
+# our two binaries, and only them, at the copies.
+stage_binaries() {
+    local lib
+    mkdir -p "$WORK/bin" "$WORK/lib"
+    cp "$BIN/latchkeyd" "$BIN/latchkeyctl" "$WORK/bin/" || return 1
+    ldd "$WORK/bin/latchkeyd" "$WORK/bin/latchkeyctl" > "$WORK/ldd.txt" 2>&1 || { indent "$WORK/ldd.txt"; return 1; }
+    if grep -q 'not found' "$WORK/ldd.txt"; then
+        note "libraries the guest lacks (run.sh RIG_EXTRA_SHARES for the Swift runtime, EXTRA_PACKAGES for Debian's):"
+        grep 'not found' "$WORK/ldd.txt" | sort -u | indent
+        return 1
+    fi
+    for lib in $(awk '$2 == "=>" && $3 ~ /^\// { print $3 }' "$WORK/ldd.txt" | sort -u); do
+        case "$lib" in
+            /lib/*|/lib64/*|/usr/lib/*|/usr/lib64/*) ;;
+            *) cp "$lib" "$WORK/lib/" || return 1 ;;
+        esac
+    done
+}
+
+# ---- helpers: the daemon and its control API --------------------------------------
+
+# start_daemon NAME ARGS...: latchkeyd with its own state dir and socket under $WORK/NAME;
+# sets D_PID (the pid of its `timeout` wrapper, which passes signals on), D_SOCK, D_LOG
+start_daemon() {
+    local name=$1
+    shift
+    mkdir -p "$WORK/$name"
+    D_SOCK=$WORK/$name/control.sock
+    D_LOG=$WORK/$name/latchkeyd.log
+    # the daemon's own limit is a backstop; it is stopped with SIGTERM long before
+    LD_LIBRARY_PATH=$WORK/lib timeout -s KILL 900 "$LATCHKEYD" --state-dir "$WORK/$name/state" --control-socket "$D_SOCK" \
+        --presence auto --log-level debug "$@" > "$D_LOG" 2>&1 &
+    D_PID=$!
+}
+
+ctl() { LD_LIBRARY_PATH=$WORK/lib timeout 20 "$LATCHKEYCTL" --socket "$D_SOCK" "$@"; }
+
+# json FILE EXPR: a value from a JSON document (python3 without fido2 starts fast)
+json() {
+    python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+v = eval(sys.argv[2], {}, {"d": d})
+print("" if v is None else (json.dumps(v) if isinstance(v, (dict, list)) else v))' "$1" "$2"
+}
+
+# wait_status SECONDS EXPR: polls `latchkeyctl status --json` until EXPR (python, over d)
+# is true; leaves the document in $WORK/status.json
+wait_status() {
+    local deadline=$(( $(date +%s) + $1 ))
+    while :; do
+        if ctl --json status > "$WORK/status.json" 2> "$WORK/status.err" \
+            && [ "$(json "$WORK/status.json" "bool($2)")" = True ]; then
+            return 0
+        fi
+        kill -0 "$D_PID" 2>/dev/null || { note "latchkeyd exited"; return 1; }
+        [ "$(date +%s)" -lt "$deadline" ] || return 1
+        sleep 0.2
+    done
+}
+
+# stop_daemon [HIDRAW]: SIGTERM, the daemon exits with status 0 within 20 s, and the
+# hidraw node (if given) disappears
+stop_daemon() {
+    local node=${1:-} t rc i
+    t=$(now)
+    kill -TERM "$D_PID" 2>/dev/null
+    for ((i = 0; i < 200; i++)); do kill -0 "$D_PID" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$D_PID" 2>/dev/null; then
+        fail "$LABEL: latchkeyd exits on SIGTERM (still running after 20 s; killed)"
+        pkill -KILL -P "$D_PID"; kill -KILL "$D_PID"; wait "$D_PID" 2>/dev/null
+        tail -n 30 "$D_LOG" | indent
+    else
+        wait "$D_PID"; rc=$?
+        if [ "$rc" = 0 ]; then
+            pass "$LABEL: latchkeyd exits 0 on SIGTERM ($(since "$t"))"
+        else
+            fail "$LABEL: latchkeyd exits 0 on SIGTERM (exit status $rc)"
+            tail -n 30 "$D_LOG" | indent
+        fi
+    fi
+    D_PID=
+    if [ -n "$node" ]; then
+        for ((i = 0; i < 100; i++)); do [ -e "$node" ] || break; sleep 0.1; done
+        [ ! -e "$node" ] && pass "$LABEL: $node is gone after the daemon stopped" \
+            || fail "$LABEL: $node is gone after the daemon stopped (still there after 10 s)"
+    fi
+}
+
+# the daemon's log lines at warning level and above (its debug lines say "error" often)
+log_problems() {
+    grep -E '^[^ ]+ (warning|error|critical) ' "$D_LOG" | head -n 20 | indent
+}
+
+# the number of credentials in `latchkeyctl --json credentials list`
+CREDS='len(d if isinstance(d, list) else d.get("credentials", []))'
+
+# ---- helpers: libfido2 command-line tools -------------------------------------------
+
+b64rand() { head -c "$1" /dev/urandom | base64 -w0; }
+
+# fido2_tool_checks DEV AAGUID: fido2-token, fido2-cred and fido2-assert (libfido2 1.12)
+fido2_tool_checks() {
+    local dev=$1 aaguid=$2 d=$WORK/$LABEL-fido2 t user_id cdh
+    mkdir -p "$d"
+    t=$(now)
+    timeout 30 fido2-token -L > "$d/L" 2>&1
+    indent "$d/L"
+    grep -q "^$dev: vendor=0x1209, product=0x0001" "$d/L" \
+        && pass "$LABEL: fido2-token -L lists $dev (vendor=0x1209, product=0x0001) ($(since "$t"))" \
+        || fail "$LABEL: fido2-token -L lists $dev (vendor=0x1209, product=0x0001)"
+
+    t=$(now)
+    timeout 30 fido2-token -I "$dev" > "$d/I" 2>&1
+    indent "$d/I"
+    local versions want=${aaguid//-/}
+    versions=$(sed -n 's/^version strings: //p' "$d/I")
+    if grep -qw FIDO_2_0 <<< "$versions" && grep -qw U2F_V2 <<< "$versions" \
+        && grep -qi "^aaguid: $want\$" "$d/I"; then
+        pass "$LABEL: fido2-token -I: versions include FIDO_2_0 and U2F_V2, aaguid $want as the control API says ($(since "$t"))"
+    else
+        fail "$LABEL: fido2-token -I: versions include FIDO_2_0 and U2F_V2, aaguid $want as the control API says (versions: $versions)"
+    fi
+
+    # make + verify + assert, for: ES256, ES256 resident (-r), EdDSA
+    local kind type rflag name
+    for kind in es256 es256-resident eddsa; do
+        case "$kind" in
+            es256) type=es256 rflag= name="ES256" ;;
+            es256-resident) type=es256 rflag=-r name="ES256, resident" ;;
+            eddsa) type=eddsa rflag= name="EdDSA" ;;
+        esac
+        cdh=$(b64rand 32)
+        user_id=$(b64rand 16)
+        printf '%s\n%s\n%s\n%s\n' "$cdh" "kernel.latchkey.test" "user-$kind" "$user_id" > "$d/$kind.param"
+        if ! check "$LABEL: fido2-cred -M${rflag:+ $rflag} $dev $type: makes a credential ($name)" \
+            timeout 60 fido2-cred -M -q $rflag -i "$d/$kind.param" -o "$d/$kind.cred" "$dev" "$type"; then
+            fail "$LABEL: fido2-cred -V ($name): prerequisite failed"
+            fail "$LABEL: fido2-assert -G/-V ($name): prerequisite failed"
+            continue
+        fi
+        note "credential: format $(sed -n 3p "$d/$kind.cred"), $(wc -l < "$d/$kind.cred") lines" \
+             "(with an attestation certificate: $([ "$(wc -l < "$d/$kind.cred")" -ge 7 ] && echo yes || echo no))"
+        # -V checks the attestation signature over authData || clientDataHash (packed
+        # with x5c or self), and that the flags say user present
+        if ! check "$LABEL: fido2-cred -V ($name): attestation verifies" \
+            timeout 30 fido2-cred -V -i "$d/$kind.cred" -o "$d/$kind.pub" "$type"; then
+            fail "$LABEL: fido2-assert -G/-V ($name): prerequisite failed"
+            continue
+        fi
+        # the public key for fido2-assert -V: everything after the credential id line
+        tail -n +2 "$d/$kind.pub" > "$d/$kind.pem"
+        {
+            b64rand 32; echo
+            echo "kernel.latchkey.test"
+            [ -z "$rflag" ] && head -n 1 "$d/$kind.pub"
+        } > "$d/$kind.aparam"
+        t=$(now)
+        if timeout 60 fido2-assert -G -p $rflag -i "$d/$kind.aparam" -o "$d/$kind.assert" "$dev" \
+                > "$d/$kind.G.log" 2>&1 \
+            && timeout 30 fido2-assert -V -p -i "$d/$kind.assert" "$d/$kind.pem" "$type" > "$d/$kind.V.log" 2>&1; then
+            if [ -n "$rflag" ] && [ "$(sed -n 5p "$d/$kind.assert")" != "$user_id" ]; then
+                fail "$LABEL: fido2-assert -G -r/-V ($name): the assertion names user $(sed -n 5p "$d/$kind.assert"), not $user_id"
+            else
+                pass "$LABEL: fido2-assert -G${rflag:+ $rflag} + fido2-assert -V ($name): signature verifies with the credential's key${rflag:+, user id returned} ($(since "$t"))"
+            fi
+        else
+            fail "$LABEL: fido2-assert -G${rflag:+ $rflag} + fido2-assert -V ($name)"
+            cat "$d/$kind.G.log" "$d/$kind.V.log" 2>/dev/null | indent
+        fi
+    done
+}
+
+# python_checks DEV AAGUID: python-fido2 through hidraw (one python process)
+python_checks() {
+    local t
+    t=$(now)
+    (cd "$HERE" && timeout 240 python3 fido2_checks.py --device "$1" --aaguid "$2" --label "$LABEL") \
+        > "$WORK/$LABEL-py.out" 2> "$WORK/$LABEL-py.err"
+    local rc=$?
+    collect < "$WORK/$LABEL-py.out"
+    [ "$rc" = 0 ] || cat "$WORK/$LABEL-py.err"
+    grep -q . "$WORK/$LABEL-py.out" || fail "$LABEL: fido2_checks.py ran (exit $rc)"
+    note "python-fido2 checks took $(since "$t")"
+}
+
+# ---- uhid --------------------------------------------------------------------------
+
+# uhid_start: a latchkeyd whose key is a uhid device; sets UHID_NODE, UHID_AAGUID
+uhid_start() {
+    local t
+    LABEL=uhid
+    section "uhid: latchkeyd --presence auto (uhid), $(uname -r)"
+    t=$(now)
+    start_daemon uhid
+    UHID_NODE= UHID_AAGUID=
+    if wait_status 60 'd["keys"] and d["keys"][0]["uhid"].get("hidraw")'; then
+        UHID_NODE=$(json "$WORK/status.json" 'd["keys"][0]["uhid"]["hidraw"]')
+        UHID_AAGUID=$(json "$WORK/status.json" 'd["keys"][0]["aaguid"]')
+        local state
+        state=$(json "$WORK/status.json" 'd["keys"][0]["uhid"]["state"]')
+        if [ -c "$UHID_NODE" ]; then
+            pass "uhid: latchkeyd up, control API reports hidraw $UHID_NODE (uhid state $state) ($(since "$t"))"
+        else
+            fail "uhid: latchkeyd reports hidraw $UHID_NODE, which is not a character device"
+            UHID_NODE=
+        fi
+        note "status: $(json "$WORK/status.json" 'd["keys"][0]')"
+        local sysdev=/sys/class/hidraw/${UHID_NODE##*/}/device
+        [ -n "$UHID_NODE" ] && grep -E '^(DRIVER|HID_ID|HID_NAME|HID_UNIQ)=' "$sysdev/uevent" 2>/dev/null | indent
+    else
+        fail "uhid: latchkeyd up, control API reports a hidraw node (none within 60 s)"
+        cat "$WORK/status.json" "$WORK/status.err" 2>/dev/null | indent
+        tail -n 40 "$D_LOG" | indent
+    fi
+}
+
+suite_base() {
+    uhid_start
+    if [ -n "$UHID_NODE" ]; then
+        fido2_tool_checks "$UHID_NODE" "$UHID_AAGUID"
+        python_checks "$UHID_NODE" "$UHID_AAGUID"
+        if ctl --json credentials list --key default > "$WORK/creds.json" 2>&1 \
+            && [ "$(json "$WORK/creds.json" "$CREDS")" -ge 2 ]; then
+            pass "uhid: the control API lists the discoverable credentials ($(json "$WORK/creds.json" "$CREDS"))"
+        else
+            fail "uhid: the control API lists the discoverable credentials"
+            indent "$WORK/creds.json"
+        fi
+    fi
+    stop_daemon "$UHID_NODE"
+    log_problems
+
+    usbip_start
+    if [ -n "$USBIP_NODE" ]; then
+        fido2_tool_checks "$USBIP_NODE" "$USBIP_AAGUID"
+        python_checks "$USBIP_NODE" "$USBIP_AAGUID"
+    fi
+    usbip_stop
+}
+
+# ---- USB/IP ------------------------------------------------------------------------
+
+# usbip_start: a second latchkeyd serving USB/IP on 127.0.0.1:3240, attached through
+# vhci-hcd; sets USBIP_NODE, USBIP_AAGUID
+usbip_start() {
+    local t i n before
+    LABEL=usbip
+    section "USB/IP: latchkeyd --no-uhid --usbip 127.0.0.1:3240, usbip attach -> vhci-hcd -> usbhid -> hidraw"
+    USBIP_NODE= USBIP_AAGUID=
+    t=$(now)
+    start_daemon usbip --no-uhid --usbip 127.0.0.1:3240
+    if wait_status 60 'd["keys"] and (d["keys"][0].get("usbip") or {}).get("busid")'; then
+        USBIP_AAGUID=$(json "$WORK/status.json" 'd["keys"][0]["aaguid"]')
+        USBIP_BUSID=$(json "$WORK/status.json" 'd["keys"][0]["usbip"]["busid"]')
+        pass "usbip: latchkeyd up, control API reports bus id $USBIP_BUSID ($(since "$t"))"
+    else
+        fail "usbip: latchkeyd up, control API reports a USB/IP bus id"
+        tail -n 40 "$D_LOG" | indent
+        return
+    fi
+    t=$(now)
+    timeout 30 usbip list -r 127.0.0.1 > "$WORK/usbip-list" 2>&1
+    indent "$WORK/usbip-list"
+    grep -Eq "^ *1-1: .*\(1209:0001\)" "$WORK/usbip-list" \
+        && pass "usbip: usbip list -r 127.0.0.1 shows 1-1 (1209:0001) ($(since "$t"))" \
+        || fail "usbip: usbip list -r 127.0.0.1 shows 1-1 (1209:0001)"
+    before=$(ls /dev/hidraw* 2>/dev/null)
+    check "usbip: usbip attach -r 127.0.0.1 -b 1-1" timeout 30 usbip attach -r 127.0.0.1 -b 1-1 || return
+    t=$(now)
+    # the new hidraw node whose HID parent is our device (HID_ID 0003:00001209:00000001)
+    for ((i = 0; i < 300; i++)); do
+        for n in /dev/hidraw*; do
+            [ -e "$n" ] || continue
+            grep -qx "$n" <<< "$before" && continue
+            grep -q '^HID_ID=0003:00001209:00000001$' "/sys/class/hidraw/${n##*/}/device/uevent" 2>/dev/null \
+                && USBIP_NODE=$n && break
+        done
+        [ -n "$USBIP_NODE" ] && break
+        sleep 0.1
+    done
+    if [ -n "$USBIP_NODE" ]; then
+        pass "usbip: hidraw node $USBIP_NODE appeared for the attached key ($(since "$t"))"
+        grep -E '^(DRIVER|HID_ID|HID_NAME|HID_UNIQ)=' "/sys/class/hidraw/${USBIP_NODE##*/}/device/uevent" | indent
+        timeout 10 usbip port 2>&1 | indent
+    else
+        fail "usbip: a hidraw node appeared for the attached key (none within 30 s)"
+        timeout 10 usbip port 2>&1 | indent
+        dmesg | tail -n 20 | indent
+        return
+    fi
+    wait_status 10 'd["keys"][0]["usbip"]["attached"]' \
+        && pass "usbip: the control API reports the key attached" \
+        || fail "usbip: the control API reports the key attached"
+}
+
+usbip_stop() {
+    local t port i
+    LABEL=usbip
+    if [ -n "$USBIP_NODE" ]; then
+        t=$(now)
+        port=$(timeout 10 usbip port 2>/dev/null | sed -n 's/^Port \([0-9]*\):.*/\1/p' | head -n 1)
+        timeout 30 usbip detach -p "${port:-0}" > "$WORK/detach.log" 2>&1
+        for ((i = 0; i < 100; i++)); do [ -e "$USBIP_NODE" ] || break; sleep 0.1; done
+        if [ ! -e "$USBIP_NODE" ]; then
+            pass "usbip: usbip detach -p ${port:-0} removes $USBIP_NODE ($(since "$t"))"
+        else
+            fail "usbip: usbip detach -p ${port:-0} removes $USBIP_NODE"
+            indent "$WORK/detach.log"
+        fi
+        wait_status 10 'not d["keys"][0]["usbip"]["attached"]' \
+            && pass "usbip: the control API reports the key detached" \
+            || fail "usbip: the control API reports the key detached"
+    fi
+    [ -n "${D_PID:-}" ] && stop_daemon
+    log_problems
+}
+
+# ---- Chromium ----------------------------------------------------------------------
+
+# chromium_run LABEL AAGUID: one create() + get() in the running Chromium (the coprocess)
+chromium_run() {
+    local line got=0
+    echo "run $1 $2" >&"${LK[1]}"
+    while IFS= read -r -t 300 line <&"${LK[0]}"; do
+        [ "$line" = "DONE $1" ] && break
+        case "$line" in PASS*|FAIL*) got=$((got + 1)); collect <<< "$line" ;; esac
+    done
+    [ "$got" -ge 2 ] || fail "$1: chromium create() and get() reported (no answer from chromium_webauthn.py)"
+}
+
+suite_chromium() {
+    local line ready=0 t
+    command -v chromium > /dev/null || { fail "chromium: the image has chromium (build-image.sh --chromium)"; return; }
+    note "$(chromium --version 2>/dev/null); udevd $(pgrep -x systemd-udevd > /dev/null && echo running || echo 'not running')"
+    t=$(now)
+    # Chromium starts (slowly, under TCG) while the daemon starts; the whole
+    # conversation with it has a time limit too
+    coproc LK { cd "$HERE" && exec timeout -s KILL 900 python3 chromium_webauthn.py \
+        --chromium-log "$WORK/chromium.log" 2> "$WORK/chromium_webauthn.err"; }
+    CO_PID=$LK_PID
+    uhid_start
+    section "chromium: chromedriver + headless Chromium on http://localhost"
+    while IFS= read -r -t 540 line <&"${LK[0]}"; do
+        case "$line" in
+            READY) ready=1; break ;;
+            PASS*|FAIL*) collect <<< "$line" ;;
+            "DONE start") break ;;
+        esac
+    done
+    [ "$ready" = 1 ] && note "chromium session ready $(since "$t") after the start" \
+        || fail "chromium: chromedriver session ready"
+    if [ "$ready" = 1 ] && [ -n "$UHID_NODE" ]; then
+        chromium_run uhid "$UHID_AAGUID"
+    fi
+    stop_daemon "$UHID_NODE"
+    if [ "$ready" = 1 ]; then
+        usbip_start
+        [ -n "$USBIP_NODE" ] && chromium_run usbip "$USBIP_AAGUID"
+        usbip_stop
+    fi
+    echo quit >&"${LK[1]}" 2>/dev/null
+    local i
+    for ((i = 0; i < 300; i++)); do kill -0 "$CO_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$CO_PID" 2>/dev/null && { fail "chromium: chromium_webauthn.py exits after quit"; kill -KILL "$CO_PID"; }
+    wait "$CO_PID" 2>/dev/null
+    note "chromium_webauthn.py log:"
+    cut -c 1-300 "$WORK/chromium_webauthn.err" | indent | tail -n 60
+    if [ "$FAILED" != 0 ]; then
+        note "chromium FIDO log (tail):"
+        grep -iE 'fido|webauthn|hid' "$WORK/chromium.log" 2>/dev/null | tail -n 60 | indent
+        note "chromedriver log (tail):"
+        tail -n 20 /tmp/chromedriver.log 2>/dev/null | indent
+    fi
+}
+
+# ---- main --------------------------------------------------------------------------
+
+section "environment"
+note "kernel $(uname -r); $(nproc) vCPUs; $(free -m | awk '/Mem:/ { print $2 }') MiB; suite $SUITE; binaries from $BIN"
+for m in uhid hid_generic usbhid vhci_hcd; do
+    [ -d /sys/module/$m ] || note "module $m is not loaded"
+done
+t=$(now)
+if ! stage_binaries; then
+    fail "latchkeyd and latchkeyctl from $BIN run in the guest"
+else
+    note "binaries and $(ls "$WORK/lib" | wc -l) runtime libraries copied to $WORK in $(since "$t")"
+    case "$SUITE" in
+        base) suite_base ;;
+        chromium) suite_chromium ;;
+        *) fail "unknown suite $SUITE" ;;
+    esac
+fi
+
+if [ "$FAILED" != 0 ]; then
+    for f in "$WORK"/*/latchkeyd.log; do
+        [ -e "$f" ] || continue
+        note "latchkeyd log $f (tail):"
+        tail -n 60 "$f" | indent
+    done
+fi
+if [ -n "$ARTIFACTS" ]; then
+    mkdir -p "$ARTIFACTS/$SUITE"
+    for f in "$WORK"/*/latchkeyd.log; do
+        [ -e "$f" ] && cp "$f" "$ARTIFACTS/$SUITE/latchkeyd-$(basename "$(dirname "$f")").log"
+    done
+    cp "$WORK/chromium.log" "$WORK/chromium_webauthn.err" /tmp/chromedriver.log "$ARTIFACTS/$SUITE/" 2>/dev/null
+    note "logs copied to $ARTIFACTS/$SUITE"
+fi
+note "guest time $(since "$T_ALL")"
+echo "$PASSED passed, $FAILED failed"
+[ "$FAILED" = 0 ]

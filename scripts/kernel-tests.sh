@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# Kernel tests: the real latchkeyd against a real Linux kernel's uhid, hidraw and
+# vhci-hcd (USB/IP), with real clients (libfido2's fido2-token/-cred/-assert,
+# python-fido2, headless Chromium). The build machines' own kernel has neither
+# uhid nor vhci-hcd, so this boots Debian's kernel under qemu with the shared rig
+# (../shared/rig, see its README.md).
+#
+#   scripts/kernel-tests.sh                 # build, make the rig images if missing, run both VMs
+#   LATCHKEY_SKIP_KERNEL_TESTS=1 ...        # skip (exit 0), for machines without the rig
+#
+# Steps:
+#   1. swift build (debug) of latchkeyd and latchkeyctl into $LATCHKEY_BUILD_PATH
+#      (default .build, the directory scripts/test.sh builds into, so after it this
+#      is a no-op). Debug because scripts/test.sh has already built exactly that: a
+#      release build would be a second full build (about 10 minutes cold on a busy
+#      2-core machine for debug alone). LATCHKEY_BIN_DIR=DIR (inside the
+#      repository) skips the build and uses the binaries in DIR.
+#   2. The rig images ($RIG_CACHE, default ~/.cache/latchkey-rig; never in the
+#      repo): ../shared/rig/build-image.sh and build-image.sh --chromium when missing
+#      (as root; about 45 s and 80 s; build-image.sh installs debootstrap and qemu).
+#   3. VM 1 (base image): Tests/kernel/guest-checks.sh --suite base - uhid, then
+#      USB/IP, each with fido2-token/-cred/-assert and python-fido2.
+#      VM 2 (chromium image, udevd running): --suite chromium - Chromium's create()
+#      and get() on the uhid key, then on the USB/IP-attached key.
+#      LATCHKEY_KERNEL_SUITES="base chromium" picks which (default both).
+#      LATCHKEY_KERNEL_ARTIFACTS=DIR (inside the repository, e.g. .build/kernel-logs)
+#      keeps the daemons' debug logs and Chromium's log of each suite there.
+#   The guests find the Swift runtime through the binaries' RUNPATH, which the rig
+#   mounts read-only (RIG_EXTRA_SHARES); guest-checks.sh copies the binaries and
+#   those libraries into the guest's tmpfs before running them.
+#
+# Prints the guests' "ok N - name" lines and, last, the total "N passed, M failed";
+# exit status 1 when a check failed, or the status of a step that failed.
+# Time (2 cores, host busy with other builds): 4-5 minutes with the images present
+# (base VM 1-1.5 min, Chromium VM 2.5-3 min: TCG), 9 minutes with both images built
+# first (3.5 min of it).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+REPO=$(pwd -P)
+T0=$(date +%s)
+
+log() { printf '==> [kernel-tests %ss] %s\n' "$(( $(date +%s) - T0 ))" "$*" >&2; }
+
+if [ "${LATCHKEY_SKIP_KERNEL_TESTS:-0}" = 1 ]; then
+    echo "kernel-tests: skipped (LATCHKEY_SKIP_KERNEL_TESTS=1): no VM was booted and no kernel check ran"
+    exit 0
+fi
+
+RIG=${LATCHKEY_RIG:-$REPO/../shared/rig}
+if [ ! -x "$RIG/run.sh" ]; then
+    echo "kernel-tests: the rig is not at $RIG (set LATCHKEY_RIG, or LATCHKEY_SKIP_KERNEL_TESTS=1 to skip)" >&2
+    exit 1
+fi
+RIG=$(cd "$RIG" && pwd -P)
+export RIG_CACHE=${RIG_CACHE:-$HOME/.cache/latchkey-rig}
+SUITES=${LATCHKEY_KERNEL_SUITES:-base chromium}
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo -E "$@"; else
+        echo "kernel-tests: need root (or sudo) to run: $*" >&2
+        return 1
+    fi
+}
+
+# ---- 1. build -----------------------------------------------------------------------
+if [ -n "${LATCHKEY_BIN_DIR:-}" ]; then
+    BIN=$(cd "$LATCHKEY_BIN_DIR" && pwd -P)
+    log "using the binaries in $BIN"
+else
+    SCRATCH=${LATCHKEY_BUILD_PATH:-.build}
+    log "swift build --scratch-path $SCRATCH --product latchkeyd / latchkeyctl (debug)"
+    for product in latchkeyd latchkeyctl; do
+        swift build --scratch-path "$SCRATCH" --product "$product" 2>&1 | grep -vE '^warning: |^    /' >&2
+        [ "${PIPESTATUS[0]}" = 0 ] || { echo "kernel-tests: swift build of $product failed" >&2; exit 1; }
+    done
+    if [ -d "$SCRATCH/debug" ]; then BIN=$(cd "$SCRATCH/debug" && pwd -P); else
+        BIN=$(swift build --scratch-path "$SCRATCH" --show-bin-path)
+    fi
+fi
+for b in latchkeyd latchkeyctl; do
+    [ -x "$BIN/$b" ] || { echo "kernel-tests: $BIN/$b missing" >&2; exit 1; }
+done
+case "$BIN/" in
+    "$REPO"/*) ;;
+    *) echo "kernel-tests: $BIN is outside the repository, which is the only directory the guest sees" >&2; exit 1 ;;
+esac
+
+# The Swift runtime: the RUNPATH entries of the binary that are not $ORIGIN and not
+# system directories (a static-stdlib build has none).
+EXTRA_SHARES=
+for p in $(readelf -d "$BIN/latchkeyd" 2>/dev/null | sed -n 's/.*R\(UN\)\{0,1\}PATH.*\[\(.*\)\]/\2/p' | tr ':' ' '); do
+    case "$p" in
+        '$ORIGIN'*|/usr/lib*|/lib*) ;;
+        *) [ -d "$p" ] && EXTRA_SHARES="$EXTRA_SHARES $p" ;;
+    esac
+done
+if ! command -v readelf > /dev/null && [ -z "$EXTRA_SHARES" ]; then
+    # no readelf: share the toolchain's runtime directory, wherever swift is
+    p=$(dirname "$(readlink -f "$(command -v swift)")")/../lib/swift/linux
+    [ -d "$p" ] && EXTRA_SHARES=" $(cd "$p" && pwd -P)"
+fi
+log "binaries: $BIN; runtime shared into the guest:${EXTRA_SHARES:- none}"
+
+# ---- 2. rig images ------------------------------------------------------------------
+# The guest runs the binaries on its own Debian userland; the rig's base image
+# already has what they link (libsqlite3-0, libssl3, libudev1, libstdc++6).
+image_ok() {  # DIR: the image is complete
+    [ -s "$1/rootfs.ext4" ] && [ -s "$1/vmlinux" ] && [ -s "$1/initrd.img" ]
+}
+for suite in $SUITES; do
+    case "$suite" in
+        base) dir=$RIG_CACHE/image opt= ;;
+        chromium) dir=$RIG_CACHE/image-chromium opt=--chromium ;;
+        *) echo "kernel-tests: unknown suite $suite (base, chromium)" >&2; exit 2 ;;
+    esac
+    if ! image_ok "$dir"; then
+        log "building the rig image $dir (build-image.sh $opt)"
+        # shellcheck disable=SC2086
+        as_root env RIG_CACHE="$RIG_CACHE" "$RIG/build-image.sh" $opt \
+            || { echo "kernel-tests: build-image.sh $opt failed" >&2; exit 1; }
+    fi
+done
+
+# ---- 3. the VMs ---------------------------------------------------------------------
+if ! command -v qemu-system-x86_64 > /dev/null; then
+    log "apt-get install qemu-system-x86"
+    as_root apt-get update -qq && as_root env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -qq --no-install-recommends qemu-system-x86 > /dev/null \
+        || { echo "kernel-tests: could not install qemu-system-x86" >&2; exit 1; }
+fi
+ARTIFACT_ARGS=()
+if [ -n "${LATCHKEY_KERNEL_ARTIFACTS:-}" ]; then
+    mkdir -p "$LATCHKEY_KERNEL_ARTIFACTS"
+    artifacts=$(cd "$LATCHKEY_KERNEL_ARTIFACTS" && pwd -P)
+    case "$artifacts/" in
+        "$REPO"/*) ARTIFACT_ARGS=(--artifacts "$artifacts") ;;
+        *) echo "kernel-tests: LATCHKEY_KERNEL_ARTIFACTS must be inside $REPO (the guest sees only that)" >&2; exit 2 ;;
+    esac
+fi
+TOTAL_PASSED=0 TOTAL_FAILED=0 RC=0
+OUT=$(mktemp -d "${TMPDIR:-/tmp}/latchkey-kernel.XXXXXX")
+trap 'rm -rf "$OUT"' EXIT
+for suite in $SUITES; do
+    env_vars=(RIG_EXTRA_SHARES="${EXTRA_SHARES# }" RIG_TIMEOUT="${LATCHKEY_KERNEL_TIMEOUT:-900}")
+    # Chromium finds keys through udev (hotplug events, device properties)
+    [ "$suite" = chromium ] && env_vars+=(RIG_CHROMIUM=1 RIG_UDEV=1)
+    log "VM: $suite suite (${env_vars[*]})"
+    t=$(date +%s)
+    env "${env_vars[@]}" "$RIG/run.sh" "$REPO" bash Tests/kernel/guest-checks.sh --bin "$BIN" --suite "$suite" \
+        "${ARTIFACT_ARGS[@]}" \
+        | tee "$OUT/$suite.log"
+    rc=${PIPESTATUS[0]}
+    summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$OUT/$suite.log" | tail -n 1)
+    log "VM: $suite suite: exit $rc after $(( $(date +%s) - t )) s: ${summary:-no summary}"
+    if [ -n "$summary" ]; then
+        TOTAL_PASSED=$(( TOTAL_PASSED + ${summary%% passed*} ))
+        f=${summary#*passed, }
+        TOTAL_FAILED=$(( TOTAL_FAILED + ${f%% failed} ))
+    else
+        # the guest never finished (timeout 124, rig failure 125): count it as a failure
+        TOTAL_FAILED=$(( TOTAL_FAILED + 1 ))
+    fi
+    [ "$rc" = 0 ] || RC=1
+done
+
+log "done in $(( $(date +%s) - T0 )) s"
+echo "$TOTAL_PASSED passed, $TOTAL_FAILED failed"
+[ "$RC" = 0 ] && [ "$TOTAL_FAILED" = 0 ]
