@@ -81,5 +81,5 @@ fi
 runs="${LATCHKEY_FUZZ_RUNS:-20000}"
 if [ "$runs" != 0 ]; then
     log "fuzz smoke run ($runs inputs per fuzzer; scripts/fuzz.sh runs 1,000,000)"
-    scripts/fuzz.sh --runs "$runs"
+    scripts/fuzz.sh "$runs"
 fi
