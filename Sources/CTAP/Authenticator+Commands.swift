@@ -13,7 +13,7 @@ extension Authenticator {
         guard request.user.id.count <= 64 else { throw .invalidLength }
 
         // Steps 1–2: touch probe and pinUvAuthProtocol.
-        try await checkPinUvAuth(
+        let pinUvAuthProtocol = try await checkPinUvAuthProbe(
             param: request.pinUvAuthParam, pinUvAuthProtocol: request.pinUvAuthProtocol, rpId: request.rp.id
         )
 
@@ -25,15 +25,32 @@ extension Authenticator {
                 .first(where: { self.configuration.algorithms.contains($0) })
         else { throw .unsupportedAlgorithm }
 
-        // Step 5: options. latchkey has no built-in user verification.
+        // Step 5: options. A pinUvAuthParam makes "uv" count as false; without
+        // one, "uv" asks for built-in user verification, which latchkey lacks.
         if request.options.up == false { throw .invalidOption }
-        if request.options.uv == true { throw .invalidOption }
+        if request.pinUvAuthParam == nil, request.options.uv == true { throw .invalidOption }
         let discoverable = request.options.rk ?? false
 
-        // Step 6: enterprise attestation is not offered.
+        // Steps 7–8: getInfo advertises makeCredUvNotRqd, so once a PIN is set
+        // only a discoverable credential needs a pinUvAuthToken
+        // (CTAP2_ERR_PUAT_REQUIRED); a non-discoverable one is still made
+        // without one, just without the UV flag.
+        if request.pinUvAuthParam == nil, discoverable, try storedPIN() != nil { throw .pinUvAuthTokenRequired }
+
+        // Step 9: enterprise attestation is not offered.
         if request.enterpriseAttestation != nil { throw .invalidParameter }
 
-        // Step 11: excludeList. The touch comes before the answer, so that a
+        // Step 11.1: the pinUvAuthParam proves user verification for this RP.
+        var flags: AuthenticatorDataFlags = []
+        if let pinUvAuthParam = request.pinUvAuthParam, let pinUvAuthProtocol {
+            try verifyPinUvAuthParam(
+                pinUvAuthParam, version: pinUvAuthProtocol, clientDataHash: request.clientDataHash,
+                permission: .makeCredential, rpId: request.rp.id
+            )
+            flags.insert(.userVerified)
+        }
+
+        // Step 12: excludeList. The touch comes before the answer, so that a
         // page cannot probe for credentials without the user noticing.
         let rpIdHash = SHA256.hash(Array(request.rp.id.utf8))
         for descriptor in request.excludeList where descriptor.type == "public-key" {
@@ -43,10 +60,13 @@ extension Authenticator {
             }
         }
 
-        // Step 13: user presence.
+        // Step 13: user presence (a PIN-issued token never carries it), after
+        // which the token's user verified flag and mc/ga permissions are spent.
         try await collectPresence(
             PresenceRequest(operation: .makeCredential, rpId: request.rp.id, userName: request.user.name)
         )
+        flags.insert(.userPresent)
+        pinUvAuth.token.clearAfterUserPresence()
 
         // Step 15: a discoverable credential needs room (replacing one for
         // the same user takes none).
@@ -88,7 +108,7 @@ extension Authenticator {
         }
 
         let authData = AuthenticatorData(
-            rpIdHash: rpIdHash, flags: [.userPresent], signCount: signCount,
+            rpIdHash: rpIdHash, flags: flags, signCount: signCount,
             attestedCredential: (configuration.aaguid, credentialId, privateKey.publicCOSEKey)
         ).bytes
 
@@ -128,12 +148,26 @@ extension Authenticator {
         guard request.clientDataHash.count == 32 else { throw .invalidLength }
 
         // Steps 1–2: touch probe and pinUvAuthProtocol.
-        try await checkPinUvAuth(param: request.pinUvAuthParam, pinUvAuthProtocol: request.pinUvAuthProtocol, rpId: request.rpId)
+        let pinUvAuthProtocol = try await checkPinUvAuthProbe(
+            param: request.pinUvAuthParam, pinUvAuthProtocol: request.pinUvAuthProtocol, rpId: request.rpId
+        )
 
-        // Step 5: options. "rk" means nothing for getAssertion; no built-in UV.
+        // Step 5: options. "rk" means nothing for getAssertion; a
+        // pinUvAuthParam makes "uv" count as false, and there is no built-in UV.
         if request.options.rk != nil { throw .unsupportedOption }
-        if request.options.uv == true { throw .invalidOption }
+        if request.pinUvAuthParam == nil, request.options.uv == true { throw .invalidOption }
         let userPresence = request.options.up ?? true
+
+        // Step 6.1: the pinUvAuthParam proves user verification for this RP.
+        // Without one the assertion simply lacks the UV flag.
+        var flags: AuthenticatorDataFlags = []
+        if let pinUvAuthParam = request.pinUvAuthParam, let pinUvAuthProtocol {
+            try verifyPinUvAuthParam(
+                pinUvAuthParam, version: pinUvAuthProtocol, clientDataHash: request.clientDataHash,
+                permission: .getAssertion, rpId: request.rpId
+            )
+            flags.insert(.userVerified)
+        }
 
         // Step 7: locate credentials; with an allowList the first match,
         // without one every discoverable credential for the RP, newest first.
@@ -159,14 +193,16 @@ extension Authenticator {
         }
         guard let credential = found else { throw .noCredentials }
 
-        // Step 9: user presence, unless the client asked for a silent check.
+        // Step 9: user presence, unless the client asked for a silent check;
+        // a touch spends the token's user verified flag and mc/ga permissions.
         if userPresence {
             try await collectPresence(
                 PresenceRequest(operation: .getAssertion, rpId: request.rpId, userName: credential.stored?.userName)
             )
+            flags.insert(.userPresent)
+            pinUvAuth.token.clearAfterUserPresence()
         }
 
-        let flags: AuthenticatorDataFlags = userPresence ? [.userPresent] : []
         var response = try assertion(
             for: credential, rpIdHash: rpIdHash, flags: flags, clientDataHash: request.clientDataHash
         )
@@ -218,9 +254,11 @@ extension Authenticator {
         let signature = try signing("signing an assertion") { () throws(CryptoError) in
             try credential.privateKey.signature(for: authData + clientDataHash)
         }
-        // Without user verification only the user handle identifies the account.
+        // Without user verification only the user handle identifies the account
+        // (§6.2.2: no user-identifiable information unless the user was verified).
         let user = credential.stored.map {
-            UserEntity(id: $0.userId, name: $0.userName, displayName: $0.userDisplayName).cbor(identifying: false)
+            UserEntity(id: $0.userId, name: $0.userName, displayName: $0.userDisplayName)
+                .cbor(identifying: flags.contains(.userVerified))
         }
         return GetAssertionResponse(
             credential: CredentialDescriptor(id: credential.id), authData: authData, signature: signature, user: user
@@ -231,17 +269,26 @@ extension Authenticator {
 
     func getInfo() throws(CTAPStatus) -> GetInfoResponse {
         let stored = try storing("counting credentials") { () throws(StoreError) in try store.credentialCount() }
+        // FIDO_2_1 needs credential management, authenticatorConfig and more
+        // (§6.4 versions); until they exist the key says FIDO_2_0. The 2.1
+        // options below are read by clients on their own, whatever the versions.
         var versions = ["FIDO_2_0"]
         if configuration.u2fAvailable { versions.insert("U2F_V2", at: 0) }
         return GetInfoResponse(
             versions: versions,
             aaguid: configuration.aaguid,
-            options: [("rk", true), ("up", true), ("plat", false)],
+            options: [
+                ("rk", true), ("up", true), ("plat", false), ("clientPin", try storedPIN() != nil),
+                ("pinUvAuthToken", true), ("makeCredUvNotRqd", true),
+            ],
             maxMsgSize: Self.maxMessageSize,
+            pinUvAuthProtocols: [PinUvAuthProtocolVersion.two.rawValue, PinUvAuthProtocolVersion.one.rawValue],
             maxCredentialCountInList: configuration.maxCredentialCountInList,
             maxCredentialIdLength: Self.maxCredentialIdLength,
             transports: ["usb"],
             algorithms: configuration.algorithms.map { CredentialParameters(alg: $0.rawValue) },
+            forcePINChange: try forcePINChange(),
+            minPINLength: try minPINLength(),
             firmwareVersion: configuration.firmwareVersion,
             remainingDiscoverableCredentials: max(0, configuration.maxDiscoverableCredentials - stored)
         )
@@ -262,6 +309,9 @@ extension Authenticator {
         wrapper = CredentialWrapper(secret: secret)
         keyCache.removeAll()
         pendingAssertions = nil
+        // The store dropped the PIN, its retries and forcePINChange with the
+        // other secrets; tokens and key agreement keys go too.
+        pinUvAuth = PinUvAuthSession(entropy: entropy)
     }
 }
 
@@ -274,10 +324,13 @@ extension Authenticator {
 /// | 0x03 | aaguid                           |
 /// | 0x04 | options                          |
 /// | 0x05 | maxMsgSize                       |
+/// | 0x06 | pinUvAuthProtocols               |
 /// | 0x07 | maxCredentialCountInList         |
 /// | 0x08 | maxCredentialIdLength            |
 /// | 0x09 | transports                       |
 /// | 0x0A | algorithms                       |
+/// | 0x0C | forcePINChange                   |
+/// | 0x0D | minPINLength                     |
 /// | 0x0E | firmwareVersion                  |
 /// | 0x14 | remainingDiscoverableCredentials |
 public struct GetInfoResponse: Sendable {
@@ -285,10 +338,14 @@ public struct GetInfoResponse: Sendable {
     public var aaguid: [UInt8]
     public var options: [(String, Bool)]
     public var maxMsgSize: Int
+    /// In order of preference (§6.4).
+    public var pinUvAuthProtocols: [UInt64]
     public var maxCredentialCountInList: Int
     public var maxCredentialIdLength: Int
     public var transports: [String]
     public var algorithms: [CredentialParameters]
+    public var forcePINChange: Bool
+    public var minPINLength: Int
     public var firmwareVersion: UInt64
     public var remainingDiscoverableCredentials: Int
 
@@ -299,10 +356,13 @@ public struct GetInfoResponse: Sendable {
             (0x03, .bytes(aaguid)),
             (0x04, .textMap(options.map { ($0.0, .boolean($0.1)) })),
             (0x05, .int(maxMsgSize)),
+            (0x06, .array(pinUvAuthProtocols.map { .unsigned($0) })),
             (0x07, .int(maxCredentialCountInList)),
             (0x08, .int(maxCredentialIdLength)),
             (0x09, .array(transports.map { .text($0) })),
             (0x0A, .array(algorithms.map(\.cbor))),
+            (0x0C, .boolean(forcePINChange)),
+            (0x0D, .int(minPINLength)),
             (0x0E, .unsigned(firmwareVersion)),
             (0x14, .int(remainingDiscoverableCredentials)),
         ]).encode(into: &out)

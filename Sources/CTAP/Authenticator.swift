@@ -30,6 +30,9 @@ public struct AuthenticatorConfiguration: Sendable {
     public var firmwareVersion: UInt64
     /// Whether CTAP1/U2F answers (needs `attestationIdentity`).
     public var u2fEnabled: Bool
+    /// The minimum PIN length in Unicode code points (CTAP 2.1 §6.4
+    /// minPINLength; the spec's default and floor is 4).
+    public var minPINLength: Int
 
     public init(
         aaguid: [UInt8],
@@ -41,9 +44,11 @@ public struct AuthenticatorConfiguration: Sendable {
         resetWindowMilliseconds: UInt64 = 10_000,
         getNextAssertionWindowMilliseconds: UInt64 = 30_000,
         firmwareVersion: UInt64 = 1,
-        u2fEnabled: Bool = true
+        u2fEnabled: Bool = true,
+        minPINLength: Int = 4
     ) {
         precondition(aaguid.count == 16, "an AAGUID is 16 bytes")
+        precondition((4...63).contains(minPINLength), "a minimum PIN length is 4 to 63 code points")
         self.aaguid = aaguid
         self.attestation = attestation
         self.attestationIdentity = attestationIdentity
@@ -54,6 +59,7 @@ public struct AuthenticatorConfiguration: Sendable {
         self.getNextAssertionWindowMilliseconds = getNextAssertionWindowMilliseconds
         self.firmwareVersion = firmwareVersion
         self.u2fEnabled = u2fEnabled
+        self.minPINLength = minPINLength
     }
 
     /// Whether U2F is really available: enabled and with a certificate to sign with.
@@ -82,6 +88,9 @@ public actor Authenticator {
     /// Recently used credential keys, so that repeated assertions skip the
     /// unwrap and the key import (each about half a signature's cost).
     var keyCache = CredentialKeyCache(capacity: 64)
+    /// Key agreement keys, pinUvAuthTokens and mismatch count: new at every
+    /// power-up (CTAP 2.1 §6.5.2).
+    var pinUvAuth: PinUvAuthSession
 
     /// A key over `store`. Creates the wrapping secret on first use.
     /// `diagnostics` receives internal failure detail for the log (never key
@@ -102,6 +111,7 @@ public actor Authenticator {
         self.diagnostics = diagnostics
         self.wrapper = try Self.loadWrapper(store: store, entropy: entropy)
         self.poweredUpAt = clock.milliseconds
+        self.pinUvAuth = PinUvAuthSession(entropy: entropy)
     }
 
     private static func loadWrapper(store: any CredentialStore, entropy: any EntropySource) throws(StoreError)
@@ -116,10 +126,13 @@ public actor Authenticator {
     }
 
     /// The key was plugged in again (or the daemon restarted it): opens the
-    /// reset window and drops per-session state.
+    /// reset window and drops per-session state: new key agreement keys and
+    /// pinUvAuthTokens, and PIN attempts are allowed again after three
+    /// consecutive mismatches (CTAP 2.1 §6.5.2, §6.5.5.7). pinRetries persist.
     public func powerCycle() {
         poweredUpAt = clock.milliseconds
         pendingAssertions = nil
+        pinUvAuth = PinUvAuthSession(entropy: entropy)
     }
 
     /// Handles one CTAPHID_CBOR request: command byte then CBOR parameters.
@@ -142,6 +155,8 @@ public actor Authenticator {
                 try getNextAssertion().encode(into: &response)
             case .getInfo:
                 try getInfo().encode(into: &response)
+            case .clientPIN:
+                try clientPIN(decode(parameters)).encode(into: &response)
             case .reset:
                 try await reset()
             case .selection:
@@ -191,20 +206,6 @@ public actor Authenticator {
             diagnostics?("\(what): \(error)")
             throw CTAPStatus(error)
         }
-    }
-
-    /// CTAP 2.1 §6.1.2 steps 1–2 and §6.2.2 steps 1–2: the empty
-    /// pinUvAuthParam touch probe, then the protocol check. latchkey has no
-    /// PIN yet, so a probe that gets its touch answers CTAP2_ERR_PIN_NOT_SET and
-    /// no pinUvAuthProtocol is supported.
-    func checkPinUvAuth(param: [UInt8]?, pinUvAuthProtocol: UInt64?, rpId: String) async throws(CTAPStatus) {
-        guard let param else { return }
-        if param.isEmpty {
-            try await collectPresence(PresenceRequest(operation: .touchProbe, rpId: rpId))
-            throw .pinNotSet
-        }
-        guard pinUvAuthProtocol != nil else { throw .missingParameter }
-        throw .invalidParameter
     }
 
     /// The wrapped or stored credential with `id` for `rpIdHash`, if any.

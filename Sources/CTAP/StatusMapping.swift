@@ -28,6 +28,14 @@ extension CTAPStatus {
     init(_ error: CryptoError) {
         self = .other
     }
+
+    /// The status for a PIN/UV auth protocol failure where the spec gives no
+    /// step-specific one: a platform key that is not a P-256 point (and any
+    /// other malformed input) is CTAP1_ERR_INVALID_PARAMETER (CTAP 2.1
+    /// §6.5.5.5 step 4: "If an error results, return CTAP1_ERR_INVALID_PARAMETER").
+    init(_ error: PinUvAuthError) {
+        self = error.code == .crypto ? .other : .invalidParameter
+    }
 }
 
 /// Runs a CBOR read and maps its failure to a CTAP status.

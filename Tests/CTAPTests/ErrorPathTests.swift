@@ -18,7 +18,7 @@ struct ErrorPathTests {
     @Test("every command byte gets a status and unknown ones CTAP1_ERR_INVALID_COMMAND")
     func everyCommandByte() async throws {
         let key = TestKey()
-        let implemented: Set<UInt8> = [0x01, 0x02, 0x04, 0x07, 0x08, 0x0B]
+        let implemented: Set<UInt8> = [0x01, 0x02, 0x04, 0x06, 0x07, 0x08, 0x0B]
         for byte in UInt8.min...UInt8.max {
             let (status, _) = try await key.sendRaw([byte])
             if implemented.contains(byte) {
@@ -121,15 +121,15 @@ struct ErrorPathTests {
         #expect(try key.store.credentialCount() == 0)
     }
 
-    @Test("an unsupported pinUvAuthProtocol is CTAP1_ERR_INVALID_PARAMETER")
-    func unsupportedProtocol() async throws {
+    @Test("an unsupported pinUvAuthProtocol is CTAP1_ERR_INVALID_PARAMETER", arguments: [0, 3])
+    func unsupportedProtocol(pinUvAuthProtocol: Int) async throws {
         var request = MakeCredentialBuilder()
         request.pinUvAuthParam = Array(repeating: 1, count: 16)
-        request.pinUvAuthProtocol = 1
+        request.pinUvAuthProtocol = pinUvAuthProtocol
         #expect(try await TestKey().send(.makeCredential, request.cbor).0 == .invalidParameter)
         var get = GetAssertionBuilder()
         get.pinUvAuthParam = Array(repeating: 1, count: 16)
-        get.pinUvAuthProtocol = 2
+        get.pinUvAuthProtocol = pinUvAuthProtocol
         #expect(try await TestKey().send(.getAssertion, get.cbor).0 == .invalidParameter)
     }
 
@@ -342,10 +342,11 @@ struct ErrorPathTests {
         #expect(options[text: "rk"] == true)
         #expect(options[text: "up"] == true)
         #expect(options[text: "uv"] == nil, "no built-in user verification")
-        #expect(options[text: "clientPin"] == nil, "no PIN support yet")
+        #expect(options[text: "clientPin"] == false, "a PIN can be set, none is")
+        #expect(options[text: "pinUvAuthToken"] == true)
         #expect(options[text: "alwaysUv"] == nil)
         #expect(info[int: 2] == nil, "no extensions yet")
-        #expect(info[int: 6] == nil, "no PIN/UV auth protocols yet")
+        #expect(try info.required(6, "pinUvAuthProtocols").arrayValue() == [2, 1])
         #expect(try info.required(5, "maxMsgSize").intValue() == 7609)
         #expect(try info.required(9, "transports").arrayValue() == ["usb"])
         let algorithms = try info.required(10, "algorithms").arrayValue().map { try $0.mapValue().required("alg").intValue() }

@@ -53,7 +53,7 @@ let sharedIdentity: AttestationIdentity = try! AttestationIdentity.generate(
 /// Everything a test needs around one authenticator.
 struct TestKey {
     let authenticator: Authenticator
-    let store: MemoryCredentialStore
+    let store: any CredentialStore
     let clock: ManualClock
     let presence: ScriptedPresence
 
@@ -63,19 +63,27 @@ struct TestKey {
         maxDiscoverable: Int = 1000,
         algorithms: [COSEAlgorithm] = [.es256, .edDSA],
         u2f: Bool = true,
-        seed: String = "test"
+        seed: String = "test",
+        store: (any CredentialStore)? = nil,
+        clock: ManualClock = ManualClock(start: 1_000)
     ) {
-        store = MemoryCredentialStore(capacity: capacity)
-        clock = ManualClock(start: 1_000)
+        self.store = store ?? MemoryCredentialStore(capacity: capacity)
+        self.clock = clock
         presence = ScriptedPresence()
         let configuration = AuthenticatorConfiguration(
             aaguid: testAAGUID, attestation: attestation, attestationIdentity: sharedIdentity,
             algorithms: algorithms, maxDiscoverableCredentials: maxDiscoverable, u2fEnabled: u2f
         )
         authenticator = try! Authenticator(
-            configuration: configuration, store: store, presence: presence, clock: clock,
+            configuration: configuration, store: self.store, presence: presence, clock: clock,
             entropy: DeterministicEntropy(seed: Array(seed.utf8))
         )
+    }
+
+    /// A second authenticator over `other`'s store and clock: the key after a
+    /// daemon restart.
+    init(sharing other: TestKey, seed: String) {
+        self.init(seed: seed, store: other.store, clock: other.clock)
     }
 
     /// Sends a CTAP2 command and checks that any response body is canonical CBOR.

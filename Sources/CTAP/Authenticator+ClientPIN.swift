@@ -1,0 +1,415 @@
+// authenticatorClientPIN (0x06), CTAP 2.1 §6.5.5, and the pinUvAuthParam
+// checks makeCredential and getAssertion share (§6.1.2 step 11.1, §6.2.2 step
+// 6.1). Each subcommand checks in the spec's order: which error wins is
+// behaviour.
+//
+// PIN state lives in store secrets (encrypted at rest by persistent stores;
+// authenticatorReset deletes them with every other non-`device.` secret):
+//
+// | secret             | value |
+// |--------------------|-------|
+// | pin.hash           | LEFT(SHA-256(PIN), 16) then the PIN's length in code points (1 byte) |
+// | pin.retries        | pinRetries (1 byte); absent means the maximum, 8 |
+// | pin.forceChange    | present (1 byte, 1) while forcePINChange is true |
+// | pin.minLength      | the current minimum PIN length (1 byte); absent means the configured default |
+//
+// Per power cycle, in memory: the key agreement keys, the pinUvAuthTokens and
+// their state, and the count of consecutive mismatches (`PinUvAuthSession`).
+
+import CBOR
+import LatchkeyCrypto
+
+/// Names and limits of the persisted PIN state.
+enum PINSecret {
+    static let hash = "pin.hash"
+    static let retries = "pin.retries"
+    static let forceChange = "pin.forceChange"
+    static let minLength = "pin.minLength"
+    /// The maximum value of pinRetries (§6.5.2.2: 8).
+    static let maxRetries = 8
+    /// Consecutive mismatches after which a power cycle is needed (§6.5.5.7: 3).
+    static let maxConsecutiveMismatches = 3
+    /// paddedNewPin is 64 bytes (§6.5.5.5), so a PIN has at most 63.
+    static let paddedLength = 64
+    static let maxByteCount = 63
+}
+
+/// The stored PIN: CurrentStoredPIN and its length in code points.
+struct StoredPIN: Sendable {
+    var hash: [UInt8]
+    var codePointCount: Int
+}
+
+/// What lasts until the next power cycle (CTAP 2.1 §6.5.2): both protocols'
+/// key agreement keys and pinUvAuthTokens, the token state, and the count of
+/// consecutive PIN mismatches.
+struct PinUvAuthSession: Sendable {
+    private var one: PinUvAuthProtocol
+    private var two: PinUvAuthProtocol
+    var token = PinUvAuthTokenState()
+    var consecutiveMismatches = 0
+
+    /// initialize() for every protocol.
+    init(entropy: any EntropySource) {
+        one = PinUvAuthProtocol(version: .one, entropy: entropy)
+        two = PinUvAuthProtocol(version: .two, entropy: entropy)
+    }
+
+    subscript(version: PinUvAuthProtocolVersion) -> PinUvAuthProtocol {
+        get { version == .one ? one : two }
+        set {
+            if version == .one { one = newValue } else { two = newValue }
+        }
+    }
+
+    /// resetPinUvAuthToken() for every protocol, and the token stops being in use.
+    mutating func resetTokens(entropy: any EntropySource) {
+        one.resetPinUvAuthToken(entropy: entropy)
+        two.resetPinUvAuthToken(entropy: entropy)
+        token.stopUsing()
+    }
+}
+
+extension Authenticator {
+    // MARK: - authenticatorClientPIN (CTAP 2.1 §6.5.5)
+
+    func clientPIN(_ cbor: CBORValue) throws(CTAPStatus) -> ClientPINResponse {
+        let request = try reading { () throws(CBORError) in try ClientPINRequest(cbor: cbor) }
+        switch ClientPINSubcommand(rawValue: request.subCommand) {
+        case .getPINRetries: return try getPINRetries()
+        case .getKeyAgreement: return try getKeyAgreement(request)
+        case .setPIN: try setPIN(request)
+        case .changePIN: try changePIN(request)
+        case .getPinToken: return try getPinToken(request)
+        case .getPinUvAuthTokenUsingPinWithPermissions: return try getPinUvAuthTokenUsingPinWithPermissions(request)
+        // latchkey has no built-in user verification: these subcommands are
+        // not implemented (CTAP2_ERR_INVALID_SUBCOMMAND, §8.2), as getInfo
+        // says by omitting the "uv" option.
+        case .getPinUvAuthTokenUsingUvWithPermissions, .getUVRetries, nil: throw .invalidSubcommand
+        }
+        return ClientPINResponse()
+    }
+
+    /// §6.5.5.2: pinRetries, and powerCycleState (true after three consecutive
+    /// mismatches). pinUvAuthProtocol is not needed and not checked.
+    private func getPINRetries() throws(CTAPStatus) -> ClientPINResponse {
+        ClientPINResponse(
+            pinRetries: try pinRetries(),
+            powerCycleState: pinUvAuth.consecutiveMismatches >= PINSecret.maxConsecutiveMismatches
+        )
+    }
+
+    /// §6.5.5.4: the selected protocol's key agreement public key.
+    private func getKeyAgreement(_ request: ClientPINRequest) throws(CTAPStatus) -> ClientPINResponse {
+        guard let raw = request.pinUvAuthProtocol else { throw .missingParameter }
+        let version = try supportedProtocol(raw)
+        return ClientPINResponse(keyAgreement: pinUvAuth[version].getPublicKey())
+    }
+
+    /// §6.5.5.5 setPIN.
+    private func setPIN(_ request: ClientPINRequest) throws(CTAPStatus) {
+        // Step 1: mandatory parameters.
+        guard let raw = request.pinUvAuthProtocol, let keyAgreement = request.keyAgreement,
+            let newPinEnc = request.newPinEnc, let pinUvAuthParam = request.pinUvAuthParam
+        else { throw .missingParameter }
+        // Step 2: the protocol.
+        let version = try supportedProtocol(raw)
+        // Step 3: a PIN already set is changed with changePIN, never set again.
+        if try storedPIN() != nil { throw .pinAuthInvalid }
+        // Steps 4–6: the shared secret, the platform's MAC over newPinEnc, the PIN.
+        let sharedSecret = try decapsulate(keyAgreement, version)
+        guard version.verify(key: sharedSecret, message: newPinEnc, signature: pinUvAuthParam) else {
+            throw .pinAuthInvalid
+        }
+        let newPin = try decryptNewPin(newPinEnc, sharedSecret, version)
+        // Steps 7–10: the policy, then CurrentStoredPIN with a full retries counter.
+        let pin = try checkedNewPin(newPin)
+        try storing("setting the PIN") { () throws(StoreError) in
+            try store.setSecret([UInt8(PINSecret.maxRetries)], named: PINSecret.retries)
+            try store.setSecret(pin.hash + [UInt8(pin.codePointCount)], named: PINSecret.hash)
+        }
+    }
+
+    /// §6.5.5.6 changePIN.
+    private func changePIN(_ request: ClientPINRequest) throws(CTAPStatus) {
+        // Step 1: mandatory parameters.
+        guard let raw = request.pinUvAuthProtocol, let keyAgreement = request.keyAgreement,
+            let pinHashEnc = request.pinHashEnc, let newPinEnc = request.newPinEnc,
+            let pinUvAuthParam = request.pinUvAuthParam
+        else { throw .missingParameter }
+        // Step 2: the protocol.
+        let version = try supportedProtocol(raw)
+        // The spec has no step for a key without a PIN; there is nothing to
+        // change, so say so (the status setPIN's caller expects to act on).
+        guard let current = try storedPIN() else { throw .pinNotSet }
+        // Step 3: a blocked PIN stays blocked until authenticatorReset.
+        if try pinRetries() == 0 { throw .pinBlocked }
+        // Steps 4–5: the shared secret and the platform's MAC over both ciphertexts.
+        let sharedSecret = try decapsulate(keyAgreement, version)
+        guard version.verify(key: sharedSecret, message: newPinEnc + pinHashEnc, signature: pinUvAuthParam) else {
+            throw .pinAuthInvalid
+        }
+        // Steps 6–8: the current PIN, which costs a retry until it matches.
+        try checkPinHash(pinHashEnc, sharedSecret: sharedSecret, version: version, against: current)
+        // Steps 9–11: the new PIN and the policy.
+        let newPin = try checkedNewPin(try decryptNewPin(newPinEnc, sharedSecret, version))
+        // While a change is forced, the new PIN must differ from the old one.
+        if try forcePINChange(), constantTimeEqual(newPin.hash, current.hash) { throw .pinPolicyViolation }
+        // Step 12: the new CurrentStoredPIN; a forced change is done.
+        try storing("changing the PIN") { () throws(StoreError) in
+            try store.setSecret(newPin.hash + [UInt8(newPin.codePointCount)], named: PINSecret.hash)
+            try store.setSecret(nil, named: PINSecret.forceChange)
+        }
+        // Step 13: every outstanding pinUvAuthToken stops working.
+        pinUvAuth.resetTokens(entropy: entropy)
+    }
+
+    /// §6.5.5.7.1 getPinToken: a token with the default permissions (mc and
+    /// ga) and no permissions RP ID.
+    private func getPinToken(_ request: ClientPINRequest) throws(CTAPStatus) -> ClientPINResponse {
+        // Step 1: mandatory parameters.
+        guard let raw = request.pinUvAuthProtocol, let keyAgreement = request.keyAgreement,
+            let pinHashEnc = request.pinHashEnc
+        else { throw .missingParameter }
+        // Step 2: the protocol.
+        let version = try supportedProtocol(raw)
+        // Permissions belong to subcommand 0x09; this one takes none.
+        if request.permissions != nil || request.rpId != nil { throw .invalidParameter }
+        // While a change is forced the legacy subcommand answers PIN_INVALID
+        // (0x09 answers PIN_POLICY_VIOLATION, which CTAP 2.0 clients don't know).
+        return try issueToken(
+            version: version, keyAgreement: keyAgreement, pinHashEnc: pinHashEnc,
+            permissions: [.makeCredential, .getAssertion], permissionsRpId: nil, whenForced: .pinInvalid
+        )
+    }
+
+    /// §6.5.5.7.2 getPinUvAuthTokenUsingPinWithPermissions.
+    private func getPinUvAuthTokenUsingPinWithPermissions(
+        _ request: ClientPINRequest
+    ) throws(CTAPStatus) -> ClientPINResponse {
+        // Step 1: mandatory parameters.
+        guard let raw = request.pinUvAuthProtocol, let keyAgreement = request.keyAgreement,
+            let pinHashEnc = request.pinHashEnc, let rawPermissions = request.permissions
+        else { throw .missingParameter }
+        // Step 2: the protocol.
+        let version = try supportedProtocol(raw)
+        // Step 3: no permission at all is meaningless.
+        guard rawPermissions != 0 else { throw .invalidParameter }
+        // mc and ga need a permissions RP ID (§6.5.5.7's permissions table),
+        // so that the token cannot be spent on another relying party.
+        let permissions = PinUvAuthTokenPermissions(rawValue: rawPermissions).intersection(.defined)
+        if !permissions.isDisjoint(with: [.makeCredential, .getAssertion]), request.rpId == nil {
+            throw .invalidParameter
+        }
+        // Step 4: a defined permission for a feature latchkey lacks is not
+        // granted; undefined bits are ignored (step 10).
+        guard permissions.isSubset(of: .supported) else { throw .unauthorizedPermission }
+        return try issueToken(
+            version: version, keyAgreement: keyAgreement, pinHashEnc: pinHashEnc,
+            permissions: permissions, permissionsRpId: request.rpId, whenForced: .pinPolicyViolation
+        )
+    }
+
+    /// The steps getPinToken and getPinUvAuthTokenUsingPinWithPermissions
+    /// share once their parameters are checked: the PIN, then a new token.
+    private func issueToken(
+        version: PinUvAuthProtocolVersion,
+        keyAgreement: CBORValue,
+        pinHashEnc: [UInt8],
+        permissions: PinUvAuthTokenPermissions,
+        permissionsRpId: String?,
+        whenForced: CTAPStatus
+    ) throws(CTAPStatus) -> ClientPINResponse {
+        // The spec has no step for a key without a PIN: there is no PIN to check.
+        guard let current = try storedPIN() else { throw .pinNotSet }
+        // A blocked PIN stays blocked until authenticatorReset.
+        if try pinRetries() == 0 { throw .pinBlocked }
+        let sharedSecret = try decapsulate(keyAgreement, version)
+        try checkPinHash(pinHashEnc, sharedSecret: sharedSecret, version: version, against: current)
+        // Checked after the PIN matched (and the retries were restored), so
+        // the client knows the PIN was right and must be changed.
+        if try forcePINChange() { throw whenForced }
+        // A new token for every protocol; only the selected one leaves, encrypted.
+        pinUvAuth.resetTokens(entropy: entropy)
+        pinUvAuth.token.beginUsing(at: clock.milliseconds)
+        pinUvAuth.token.permissions = permissions
+        pinUvAuth.token.permissionsRpId = permissionsRpId
+        let token = pinUvAuth[version].pinUvAuthToken
+        let encrypted = try signing("encrypting the pinUvAuthToken") { () throws(CryptoError) in
+            try version.encrypt(key: sharedSecret, plaintext: token, entropy: entropy)
+        }
+        return ClientPINResponse(pinUvAuthToken: encrypted)
+    }
+
+    // MARK: - Shared steps
+
+    /// The protocol for a pinUvAuthProtocol value: CTAP1_ERR_INVALID_PARAMETER
+    /// for any latchkey does not support.
+    func supportedProtocol(_ raw: UInt64) throws(CTAPStatus) -> PinUvAuthProtocolVersion {
+        guard let version = PinUvAuthProtocolVersion(rawValue: raw) else { throw .invalidParameter }
+        return version
+    }
+
+    /// decapsulate(keyAgreement): a key that is not a P-256 point is
+    /// CTAP1_ERR_INVALID_PARAMETER.
+    private func decapsulate(_ keyAgreement: CBORValue, _ version: PinUvAuthProtocolVersion) throws(CTAPStatus)
+        -> [UInt8]
+    {
+        do {
+            return try pinUvAuth[version].decapsulate(keyAgreement)
+        } catch {
+            throw CTAPStatus(error)
+        }
+    }
+
+    /// Compares the platform's encrypted PIN hash with CurrentStoredPIN
+    /// (§6.5.5.6 steps 6–8, §6.5.5.7.1 steps 5–7).
+    ///
+    /// The decremented retries counter reaches the store before the
+    /// comparison, so pulling the plug mid-check still costs the attempt. A
+    /// mismatch (or a ciphertext that does not decrypt) regenerates the key
+    /// agreement key and answers PIN_BLOCKED at 0 retries, PIN_AUTH_BLOCKED at
+    /// the third consecutive mismatch, PIN_INVALID otherwise. After three,
+    /// attempts are refused unspent until the next power cycle.
+    private func checkPinHash(
+        _ pinHashEnc: [UInt8],
+        sharedSecret: [UInt8],
+        version: PinUvAuthProtocolVersion,
+        against current: StoredPIN
+    ) throws(CTAPStatus) {
+        if pinUvAuth.consecutiveMismatches >= PINSecret.maxConsecutiveMismatches { throw .pinAuthBlocked }
+        // Callers refuse a blocked PIN earlier, in their spec position; this
+        // guard only keeps a store changed meanwhile from underflowing.
+        let retries = try pinRetries() - 1
+        guard retries >= 0 else { throw .pinBlocked }
+        try storing("persisting pinRetries") { () throws(StoreError) in
+            try store.setSecret([UInt8(retries)], named: PINSecret.retries)
+        }
+        let presented = try? version.decrypt(key: sharedSecret, ciphertext: pinHashEnc)
+        guard let presented, constantTimeEqual(presented, current.hash) else {
+            pinUvAuth[version].regenerate(entropy: entropy)
+            if retries == 0 { throw .pinBlocked }
+            pinUvAuth.consecutiveMismatches += 1
+            if pinUvAuth.consecutiveMismatches >= PINSecret.maxConsecutiveMismatches { throw .pinAuthBlocked }
+            throw .pinInvalid
+        }
+        try storing("restoring pinRetries") { () throws(StoreError) in
+            try store.setSecret([UInt8(PINSecret.maxRetries)], named: PINSecret.retries)
+        }
+        pinUvAuth.consecutiveMismatches = 0
+    }
+
+    /// decrypt(sharedSecret, newPinEnc) and the 64-byte padding check
+    /// (§6.5.5.5 steps 6–7): a ciphertext that does not decrypt is
+    /// PIN_AUTH_INVALID, a plaintext of another length INVALID_PARAMETER.
+    private func decryptNewPin(_ newPinEnc: [UInt8], _ sharedSecret: [UInt8], _ version: PinUvAuthProtocolVersion)
+        throws(CTAPStatus) -> [UInt8]
+    {
+        guard let padded = try? version.decrypt(key: sharedSecret, ciphertext: newPinEnc) else {
+            throw .pinAuthInvalid
+        }
+        guard padded.count == PINSecret.paddedLength else { throw .invalidParameter }
+        return padded
+    }
+
+    /// The PIN inside `paddedNewPin` checked against the PIN policy (§6.5.5.5
+    /// steps 8–10): trailing zero bytes dropped, at least the minimum length in
+    /// code points, at most 63 bytes; else PIN_POLICY_VIOLATION.
+    private func checkedNewPin(_ paddedNewPin: [UInt8]) throws(CTAPStatus) -> StoredPIN {
+        var newPin = paddedNewPin
+        while newPin.last == 0 { newPin.removeLast() }
+        // Code points of the UTF-8 the platform sent (in NFC, §6.5.1): every
+        // byte that is not a continuation byte starts one.
+        let codePoints = newPin.reduce(0) { $0 + ($1 & 0xC0 == 0x80 ? 0 : 1) }
+        guard codePoints >= (try minPINLength()), newPin.count <= PINSecret.maxByteCount else {
+            throw .pinPolicyViolation
+        }
+        return StoredPIN(hash: Array(SHA256.hash(newPin).prefix(16)), codePointCount: codePoints)
+    }
+
+    // MARK: - Persisted PIN state
+
+    /// CurrentStoredPIN, if a PIN is set.
+    func storedPIN() throws(CTAPStatus) -> StoredPIN? {
+        guard let value = try storing("reading the PIN", { () throws(StoreError) in
+            try store.secret(named: PINSecret.hash)
+        }) else { return nil }
+        guard value.count == 17 else {
+            diagnostics?("stored PIN hash has \(value.count) bytes")
+            throw .other
+        }
+        return StoredPIN(hash: Array(value.prefix(16)), codePointCount: Int(value[16]))
+    }
+
+    /// pinRetries: the maximum until a PIN check first fails.
+    func pinRetries() throws(CTAPStatus) -> Int {
+        guard let value = try storing("reading pinRetries", { () throws(StoreError) in
+            try store.secret(named: PINSecret.retries)
+        }) else { return PINSecret.maxRetries }
+        guard value.count == 1, Int(value[0]) <= PINSecret.maxRetries else {
+            diagnostics?("stored pinRetries is malformed")
+            throw .other
+        }
+        return Int(value[0])
+    }
+
+    /// forcePINChange (§6.4 getInfo 0x0C).
+    func forcePINChange() throws(CTAPStatus) -> Bool {
+        try storing("reading forcePINChange") { () throws(StoreError) in
+            try store.secret(named: PINSecret.forceChange)
+        } == [1]
+    }
+
+    /// The current minimum PIN length in code points (§6.4 getInfo 0x0D).
+    func minPINLength() throws(CTAPStatus) -> Int {
+        guard let value = try storing("reading minPINLength", { () throws(StoreError) in
+            try store.secret(named: PINSecret.minLength)
+        }), value.count == 1 else { return configuration.minPINLength }
+        return max(Int(value[0]), configuration.minPINLength)
+    }
+
+    // MARK: - pinUvAuthParam in makeCredential and getAssertion
+
+    /// §6.1.2 steps 1–2 and §6.2.2 steps 1–2: the empty pinUvAuthParam touch
+    /// probe, then the protocol. Returns the protocol when a pinUvAuthParam
+    /// is to be verified.
+    func checkPinUvAuthProbe(param: [UInt8]?, pinUvAuthProtocol: UInt64?, rpId: String) async throws(CTAPStatus)
+        -> PinUvAuthProtocolVersion?
+    {
+        guard let param else { return nil }
+        if param.isEmpty {
+            // A client picking a key asks for a touch; then the PIN state.
+            try await collectPresence(PresenceRequest(operation: .touchProbe, rpId: rpId))
+            throw try storedPIN() == nil ? .pinNotSet : .pinInvalid
+        }
+        guard let pinUvAuthProtocol else { throw .missingParameter }
+        return try supportedProtocol(pinUvAuthProtocol)
+    }
+
+    /// §6.1.2 step 11.1 and §6.2.2 step 6.1: verifies `param` as
+    /// authenticate(pinUvAuthToken, clientDataHash) and checks the token's
+    /// `permission`, its permissions RP ID and its user verified flag, each
+    /// failure CTAP2_ERR_PIN_AUTH_INVALID. A token without a permissions RP ID
+    /// (from getPinToken) is bound to `rpId` from here on.
+    func verifyPinUvAuthParam(
+        _ param: [UInt8],
+        version: PinUvAuthProtocolVersion,
+        clientDataHash: [UInt8],
+        permission: PinUvAuthTokenPermissions,
+        rpId: String
+    ) throws(CTAPStatus) {
+        // A token can only exist once a PIN is set; without one, say so
+        // rather than check a MAC that cannot be right.
+        guard try storedPIN() != nil else { throw .pinNotSet }
+        pinUvAuth.token.observe(at: clock.milliseconds)
+        // verify() refuses a token that is not in use.
+        guard pinUvAuth.token.inUse,
+            version.verify(key: pinUvAuth[version].pinUvAuthToken, message: clientDataHash, signature: param)
+        else { throw .pinAuthInvalid }
+        pinUvAuth.token.markUsed()
+        guard pinUvAuth.token.permissions.contains(permission) else { throw .pinAuthInvalid }
+        if let bound = pinUvAuth.token.permissionsRpId, bound != rpId { throw .pinAuthInvalid }
+        guard pinUvAuth.token.userVerified else { throw .pinAuthInvalid }
+        if pinUvAuth.token.permissionsRpId == nil { pinUvAuth.token.permissionsRpId = rpId }
+    }
+}

@@ -1,0 +1,200 @@
+// authenticatorClientPIN (0x06), CTAP 2.1 §6.5: the request and response maps,
+// the subcommands, the pinUvAuthToken permissions and the pinUvAuthToken state
+// (§6.5.2) with its usage timer.
+
+public import CBOR
+
+/// authenticatorClientPIN subCommand values (CTAP 2.1 §6.5.5).
+public enum ClientPINSubcommand: UInt64, Sendable {
+    /// getPINRetries
+    case getPINRetries = 0x01
+    /// getKeyAgreement
+    case getKeyAgreement = 0x02
+    /// setPIN
+    case setPIN = 0x03
+    /// changePIN
+    case changePIN = 0x04
+    /// getPinToken (superseded by 0x09; tokens get the default permissions mc and ga)
+    case getPinToken = 0x05
+    /// getPinUvAuthTokenUsingUvWithPermissions (built-in UV only)
+    case getPinUvAuthTokenUsingUvWithPermissions = 0x06
+    /// getUVRetries (built-in UV only)
+    case getUVRetries = 0x07
+    /// getPinUvAuthTokenUsingPinWithPermissions
+    case getPinUvAuthTokenUsingPinWithPermissions = 0x09
+}
+
+/// The authenticatorClientPIN request (CTAP 2.1 §6.5.4).
+///
+/// | key  | name              | type |
+/// |------|-------------------|------|
+/// | 0x01 | pinUvAuthProtocol | unsigned |
+/// | 0x02 | subCommand        | unsigned, required |
+/// | 0x03 | keyAgreement      | COSE_Key map |
+/// | 0x04 | pinUvAuthParam    | bytes |
+/// | 0x05 | newPinEnc         | bytes |
+/// | 0x06 | pinHashEnc        | bytes |
+/// | 0x09 | permissions       | unsigned |
+/// | 0x0A | rpId              | text |
+///
+/// Which of the optional keys a subcommand needs is its handler's check, in
+/// its step 1 (CTAP2_ERR_MISSING_PARAMETER). The content of `keyAgreement` is
+/// checked by `decapsulate` (CTAP1_ERR_INVALID_PARAMETER), only its type here.
+public struct ClientPINRequest: Sendable {
+    public var pinUvAuthProtocol: UInt64?
+    public var subCommand: UInt64
+    public var keyAgreement: CBORValue?
+    public var pinUvAuthParam: [UInt8]?
+    public var newPinEnc: [UInt8]?
+    public var pinHashEnc: [UInt8]?
+    public var permissions: UInt64?
+    public var rpId: String?
+
+    /// Reads the request map.
+    public init(cbor: CBORValue) throws(CBORError) {
+        let map = try cbor.mapValue("clientPIN parameters")
+        pinUvAuthProtocol = try map[int: 0x01]?.unsignedValue("pinUvAuthProtocol")
+        subCommand = try map.required(0x02, "subCommand").unsignedValue("subCommand")
+        if let keyAgreement = map[int: 0x03] {
+            _ = try keyAgreement.mapValue("keyAgreement")
+            self.keyAgreement = keyAgreement
+        }
+        pinUvAuthParam = try map[int: 0x04]?.bytesValue("pinUvAuthParam")
+        newPinEnc = try map[int: 0x05]?.bytesValue("newPinEnc")
+        pinHashEnc = try map[int: 0x06]?.bytesValue("pinHashEnc")
+        permissions = try map[int: 0x09]?.unsignedValue("permissions")
+        rpId = try map[int: 0x0A]?.textValue("rpId")
+    }
+}
+
+/// The authenticatorClientPIN response (CTAP 2.1 §6.5.4). setPIN and
+/// changePIN answer with the status alone.
+///
+/// | key  | name            | type |
+/// |------|-----------------|------|
+/// | 0x01 | keyAgreement    | COSE_Key |
+/// | 0x02 | pinUvAuthToken  | bytes (encrypted) |
+/// | 0x03 | pinRetries      | unsigned |
+/// | 0x04 | powerCycleState | boolean |
+/// | 0x05 | uvRetries       | unsigned |
+public struct ClientPINResponse: Sendable {
+    public var keyAgreement: CBORValue?
+    public var pinUvAuthToken: [UInt8]?
+    public var pinRetries: Int?
+    public var powerCycleState: Bool?
+
+    /// A response with the given members.
+    public init(
+        keyAgreement: CBORValue? = nil,
+        pinUvAuthToken: [UInt8]? = nil,
+        pinRetries: Int? = nil,
+        powerCycleState: Bool? = nil
+    ) {
+        self.keyAgreement = keyAgreement
+        self.pinUvAuthToken = pinUvAuthToken
+        self.pinRetries = pinRetries
+        self.powerCycleState = powerCycleState
+    }
+
+    /// Appends the response map, or nothing when no member is set.
+    public func encode(into out: inout [UInt8]) {
+        var entries: [(Int, CBORValue)] = []
+        if let keyAgreement { entries.append((0x01, keyAgreement)) }
+        if let pinUvAuthToken { entries.append((0x02, .bytes(pinUvAuthToken))) }
+        if let pinRetries { entries.append((0x03, .int(pinRetries))) }
+        if let powerCycleState { entries.append((0x04, .boolean(powerCycleState))) }
+        guard !entries.isEmpty else { return }
+        CBORValue.intMap(entries).encode(into: &out)
+    }
+}
+
+/// pinUvAuthToken permissions (CTAP 2.1 §6.5.5.7). An open set of wire bits.
+public struct PinUvAuthTokenPermissions: OptionSet, Sendable, Hashable {
+    public let rawValue: UInt64
+    public init(rawValue: UInt64) { self.rawValue = rawValue }
+
+    /// mc (0x01): authenticatorMakeCredential. Needs a permissions RP ID.
+    public static let makeCredential = PinUvAuthTokenPermissions(rawValue: 0x01)
+    /// ga (0x02): authenticatorGetAssertion. Needs a permissions RP ID.
+    public static let getAssertion = PinUvAuthTokenPermissions(rawValue: 0x02)
+    /// cm (0x04): authenticatorCredentialManagement.
+    public static let credentialManagement = PinUvAuthTokenPermissions(rawValue: 0x04)
+    /// be (0x08): authenticatorBioEnrollment.
+    public static let bioEnrollment = PinUvAuthTokenPermissions(rawValue: 0x08)
+    /// lbw (0x10): authenticatorLargeBlobs writes.
+    public static let largeBlobWrite = PinUvAuthTokenPermissions(rawValue: 0x10)
+    /// acfg (0x20): authenticatorConfig.
+    public static let authenticatorConfiguration = PinUvAuthTokenPermissions(rawValue: 0x20)
+
+    /// Every permission CTAP 2.1 defines; other bits are ignored when a token
+    /// is issued (§6.5.5.7.2: "ignoring any undefined permissions").
+    public static let defined: PinUvAuthTokenPermissions = [
+        .makeCredential, .getAssertion, .credentialManagement, .bioEnrollment, .largeBlobWrite,
+        .authenticatorConfiguration,
+    ]
+    /// The permissions latchkey can grant: it has no credential management,
+    /// bio enrollment, large blobs or authenticatorConfig yet, so a request
+    /// for those is CTAP2_ERR_UNAUTHORIZED_PERMISSION.
+    public static let supported: PinUvAuthTokenPermissions = [.makeCredential, .getAssertion]
+}
+
+/// The pinUvAuthToken state (CTAP 2.1 §6.5.2.1–§6.5.2.2), shared by both
+/// protocols: whether a token is in use, its permissions and permissions RP
+/// ID, the user verified flag, and the usage timer.
+///
+/// The user present flag is not modelled: a token obtained with a PIN starts
+/// with it false (beginUsingPinUvAuthToken(userIsPresent: false)) and only
+/// built-in UV, which latchkey lacks, could set it, so every operation with a
+/// token still asks for a touch.
+struct PinUvAuthTokenState: Sendable {
+    /// initialUsageTimeLimit for USB (§6.5.2.1: 30 s): a token not used by then expires.
+    static let initialUsageTimeLimit: UInt64 = 30_000
+    /// maxUsageTimePeriod (§6.5.2.1 suggests 10 minutes): no token outlives it.
+    static let maxUsageTimePeriod: UInt64 = 600_000
+
+    private(set) var inUse = false
+    var permissions: PinUvAuthTokenPermissions = []
+    var permissionsRpId: String?
+    private(set) var userVerified = false
+    private var startedAt: UInt64 = 0
+    private var used = false
+
+    /// beginUsingPinUvAuthToken(userIsPresent: false): starts the usage timer.
+    mutating func beginUsing(at now: UInt64) {
+        self = PinUvAuthTokenState()
+        inUse = true
+        userVerified = true
+        startedAt = now
+    }
+
+    /// stopUsingPinUvAuthToken(): the token is no longer usable.
+    mutating func stopUsing() {
+        self = PinUvAuthTokenState()
+    }
+
+    /// pinUvAuthTokenUsageTimerObserver(): stops a token that was not used
+    /// within the initial usage time limit, or that reached the maximum usage
+    /// time period. Run before a token is looked at.
+    mutating func observe(at now: UInt64) {
+        guard inUse else { return }
+        let elapsed = now &- startedAt
+        if (!used && elapsed > Self.initialUsageTimeLimit) || elapsed > Self.maxUsageTimePeriod {
+            stopUsing()
+        }
+    }
+
+    /// A pinUvAuthParam was verified with the token: the initial usage limit
+    /// no longer applies.
+    mutating func markUsed() {
+        used = true
+    }
+
+    /// The clears that end a makeCredential or getAssertion that collected
+    /// user presence (§6.1.2 step 13, §6.2.2 step 9): clearUserVerifiedFlag()
+    /// and clearPinUvAuthTokenPermissionsExceptLbw().
+    mutating func clearAfterUserPresence() {
+        guard inUse else { return }
+        userVerified = false
+        permissions = permissions.intersection(.largeBlobWrite)
+    }
+}

@@ -1,0 +1,74 @@
+// python-fido2 as the platform for clientPIN: Tests/python/pin_client.py runs
+// ClientPin with PinProtocolV1 and V2 and a Fido2Client that requires user
+// verification, and sends every CTAP2 message to this test, which answers from
+// an in-process authenticator. A client that shares no code with latchkey.
+
+import Foundation
+import Testing
+
+@testable import CTAP
+
+@Suite("clientPIN with python-fido2 as the platform")
+struct PythonPinClientTests {
+    @Test("python-fido2's ClientPin (protocols One and Two) and Fido2Client with UV required work against the key")
+    func pythonClient() async throws {
+        let key = TestKey()
+        let (exitCode, output, calls) = try await runPythonClient(script: "pin_client.py") { request in
+            await key.authenticator.handleCBOR(request)
+        }
+        #expect(exitCode == 0, "pin_client.py said: \(output)")
+        #expect(output.contains("DONE 26 checks"), "\(output)")
+        #expect(calls > 30, "the client really talked to the key")
+        #expect(try await key.pinRetries().0 == 8)
+    }
+}
+
+/// Runs a script from Tests/python with python3 (LATCHKEY_PYTHON overrides)
+/// that sends `CALL <hex>` lines and reads one hex answer line for each from
+/// `answer`. Returns the exit code, every other line it printed, and how many
+/// calls it made.
+func runPythonClient(
+    script: String,
+    answer: ([UInt8]) async -> [UInt8]
+) async throws -> (Int32, String, Int) {
+    let scriptURL = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("python").appendingPathComponent(script)
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    let python = ProcessInfo.processInfo.environment["LATCHKEY_PYTHON"] ?? "python3"
+    process.arguments = [python, scriptURL.path]
+    let stdin = Pipe()
+    let stdout = Pipe()
+    process.standardInput = stdin
+    process.standardOutput = stdout
+    process.standardError = stdout
+    try process.run()
+
+    var log = ""
+    var calls = 0
+    var buffer: [UInt8] = []
+    let reader = stdout.fileHandleForReading
+    while true {
+        guard let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) else {
+            let data = reader.availableData
+            if data.isEmpty { break }
+            buffer.append(contentsOf: data)
+            continue
+        }
+        let line = String(decoding: buffer[..<newline], as: UTF8.self)
+        buffer.removeSubrange(...newline)
+        guard line.hasPrefix("CALL ") else {
+            log += line + "\n"
+            continue
+        }
+        calls += 1
+        let response = await answer(hex(String(line.dropFirst(5))))
+        let encoded = response.map { String(format: "%02x", $0) }.joined() + "\n"
+        stdin.fileHandleForWriting.write(Data(encoded.utf8))
+    }
+    log += String(decoding: buffer, as: UTF8.self)
+    try stdin.fileHandleForWriting.close()
+    process.waitUntilExit()
+    return (process.terminationStatus, log, calls)
+}
