@@ -63,7 +63,12 @@ struct Latchkeyd: AsyncParsableCommand {
             guard let text = try? String(contentsOfFile: config, encoding: .utf8) else {
                 throw ValidationError("cannot read --config \(config)")
             }
-            try configuration.apply(toml: text, source: config)
+            do {
+                try configuration.apply(toml: text, source: config)
+            } catch {
+                FileHandle.standardError.write(Data("latchkeyd: \(error.message)\n".utf8))
+                throw ExitCode(78)  // EX_CONFIG
+            }
         }
         if let stateDirectory { configuration.stateDirectory = stateDirectory }
         if let controlSocket { configuration.controlSocket = controlSocket }
@@ -86,7 +91,8 @@ struct Latchkeyd: AsyncParsableCommand {
         do {
             try configuration.validate()
         } catch {
-            throw ValidationError(error.description)
+            FileHandle.standardError.write(Data("latchkeyd: \(error.message)\n".utf8))
+            throw ExitCode(78)  // EX_CONFIG
         }
 
         let level = Logger.Level(rawValue: configuration.logLevel) ?? .info

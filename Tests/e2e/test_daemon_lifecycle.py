@@ -123,7 +123,7 @@ def test_a_bad_configuration_file_names_the_file_and_the_key(tmp_path):
     config.write_text('[presence]\nmode = "sometimes"\n')
     result = subprocess.run([str(daemon_binary()), "--config", str(config), "--state-dir", str(tmp_path / "s")],
                             capture_output=True, text=True, timeout=30)
-    assert result.returncode != 0
+    assert result.returncode == 78
     assert "bad.toml" in result.stderr and "mode" in result.stderr
 
 
