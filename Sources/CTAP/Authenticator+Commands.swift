@@ -31,6 +31,10 @@ extension Authenticator {
         if request.pinUvAuthParam == nil, request.options.uv == true { throw .invalidOption }
         let discoverable = request.options.rk ?? false
 
+        // Step 6: with alwaysUv every credential needs a pinUvAuthToken
+        // (latchkey has no built-in UV to fall back on).
+        if request.pinUvAuthParam == nil, try alwaysUv() { throw .pinUvAuthTokenRequired }
+
         // Steps 7–8: getInfo advertises makeCredUvNotRqd, so once a PIN is set
         // only a discoverable credential needs a pinUvAuthToken
         // (CTAP2_ERR_PUAT_REQUIRED); a non-discoverable one is still made
@@ -158,6 +162,10 @@ extension Authenticator {
         if request.pinUvAuthParam == nil, request.options.uv == true { throw .invalidOption }
         let userPresence = request.options.up ?? true
 
+        // Before step 6: with alwaysUv every assertion needs a pinUvAuthToken
+        // (latchkey has no built-in UV to fall back on).
+        if request.pinUvAuthParam == nil, try alwaysUv() { throw .pinUvAuthTokenRequired }
+
         // Step 6.1: the pinUvAuthParam proves user verification for this RP.
         // Without one the assertion simply lacks the UV flag.
         var flags: AuthenticatorDataFlags = []
@@ -269,17 +277,20 @@ extension Authenticator {
 
     func getInfo() throws(CTAPStatus) -> GetInfoResponse {
         let stored = try storing("counting credentials") { () throws(StoreError) in try store.credentialCount() }
-        // FIDO_2_1 needs credential management, authenticatorConfig and more
-        // (§6.4 versions); until they exist the key says FIDO_2_0. The 2.1
+        // FIDO_2_1 needs more than latchkey has yet (§6.4 versions: among
+        // others the credProtect extension, and with setMinPINLength the
+        // minPinLength extension); until then the key says FIDO_2_0. The 2.1
         // options below are read by clients on their own, whatever the versions.
         var versions = ["FIDO_2_0"]
-        if configuration.u2fAvailable { versions.insert("U2F_V2", at: 0) }
+        let alwaysUv = try alwaysUv()
+        if configuration.u2fAvailable && !alwaysUv { versions.insert("U2F_V2", at: 0) }
         return GetInfoResponse(
             versions: versions,
             aaguid: configuration.aaguid,
             options: [
                 ("rk", true), ("up", true), ("plat", false), ("clientPin", try storedPIN() != nil),
-                ("pinUvAuthToken", true), ("makeCredUvNotRqd", true),
+                ("credMgmt", true), ("authnrCfg", true), ("setMinPINLength", true), ("alwaysUv", alwaysUv),
+                ("pinUvAuthToken", true), ("makeCredUvNotRqd", !alwaysUv),
             ],
             maxMsgSize: Self.maxMessageSize,
             pinUvAuthProtocols: [PinUvAuthProtocolVersion.two.rawValue, PinUvAuthProtocolVersion.one.rawValue],
@@ -290,6 +301,7 @@ extension Authenticator {
             forcePINChange: try forcePINChange(),
             minPINLength: try minPINLength(),
             firmwareVersion: configuration.firmwareVersion,
+            maxRPIDsForSetMinPINLength: 0,
             remainingDiscoverableCredentials: max(0, configuration.maxDiscoverableCredentials - stored)
         )
     }
@@ -309,8 +321,9 @@ extension Authenticator {
         wrapper = CredentialWrapper(secret: secret)
         keyCache.removeAll()
         pendingAssertions = nil
-        // The store dropped the PIN, its retries and forcePINChange with the
-        // other secrets; tokens and key agreement keys go too.
+        credentialManagementEnumeration = nil
+        // The store dropped the PIN, its retries, forcePINChange, the minimum
+        // PIN length and alwaysUv with the other secrets; tokens and key agreement keys go too.
         pinUvAuth = PinUvAuthSession(entropy: entropy)
     }
 }
@@ -332,6 +345,7 @@ extension Authenticator {
 /// | 0x0C | forcePINChange                   |
 /// | 0x0D | minPINLength                     |
 /// | 0x0E | firmwareVersion                  |
+/// | 0x10 | maxRPIDsForSetMinPINLength       |
 /// | 0x14 | remainingDiscoverableCredentials |
 public struct GetInfoResponse: Sendable {
     public var versions: [String]
@@ -347,6 +361,8 @@ public struct GetInfoResponse: Sendable {
     public var forcePINChange: Bool
     public var minPINLength: Int
     public var firmwareVersion: UInt64
+    /// 0: setMinPINLength keeps no RP IDs (no minPinLength extension).
+    public var maxRPIDsForSetMinPINLength: Int
     public var remainingDiscoverableCredentials: Int
 
     /// Appends the response map.
@@ -364,6 +380,7 @@ public struct GetInfoResponse: Sendable {
             (0x0C, .boolean(forcePINChange)),
             (0x0D, .int(minPINLength)),
             (0x0E, .unsigned(firmwareVersion)),
+            (0x10, .int(maxRPIDsForSetMinPINLength)),
             (0x14, .int(remainingDiscoverableCredentials)),
         ]).encode(into: &out)
     }

@@ -85,6 +85,8 @@ public actor Authenticator {
     var wrapper: CredentialWrapper
     var poweredUpAt: UInt64
     var pendingAssertions: PendingAssertions?
+    /// The rest of a credentialManagement enumeration, for its GetNext.
+    var credentialManagementEnumeration: CredentialManagementEnumeration?
     /// Recently used credential keys, so that repeated assertions skip the
     /// unwrap and the key import (each about half a signature's cost).
     var keyCache = CredentialKeyCache(capacity: 64)
@@ -132,6 +134,7 @@ public actor Authenticator {
     public func powerCycle() {
         poweredUpAt = clock.milliseconds
         pendingAssertions = nil
+        credentialManagementEnumeration = nil
         pinUvAuth = PinUvAuthSession(entropy: entropy)
     }
 
@@ -143,6 +146,10 @@ public actor Authenticator {
         // Any command but getNextAssertion ends a getAssertion's sequence
         // (CTAP 2.1 §6.3: the state is kept only between consecutive calls).
         if command != .getNextAssertion { pendingAssertions = nil }
+        // Likewise an enumeration of credential management (§6.8.3, §6.8.4).
+        if command != .credentialManagement && command != .credentialManagementPreview {
+            credentialManagementEnumeration = nil
+        }
         var response: [UInt8] = [CTAPStatus.ok.rawValue]
         do throws(CTAPStatus) {
             let parameters = Array(request.dropFirst())
@@ -157,6 +164,12 @@ public actor Authenticator {
                 try getInfo().encode(into: &response)
             case .clientPIN:
                 try clientPIN(decode(parameters)).encode(into: &response)
+            case .credentialManagement, .credentialManagementPreview:
+                // The prototype command (0x41) of pre-2.1 clients is answered
+                // the same way: its subcommands are a subset with the same numbers.
+                try credentialManagement(decode(parameters)).encode(into: &response)
+            case .config:
+                try authenticatorConfig(decode(parameters))
             case .reset:
                 try await reset()
             case .selection:

@@ -132,10 +132,11 @@ public struct PinUvAuthTokenPermissions: OptionSet, Sendable, Hashable {
         .makeCredential, .getAssertion, .credentialManagement, .bioEnrollment, .largeBlobWrite,
         .authenticatorConfiguration,
     ]
-    /// The permissions latchkey can grant: it has no credential management,
-    /// bio enrollment, large blobs or authenticatorConfig yet, so a request
-    /// for those is CTAP2_ERR_UNAUTHORIZED_PERMISSION.
-    public static let supported: PinUvAuthTokenPermissions = [.makeCredential, .getAssertion]
+    /// The permissions latchkey can grant: it has no bio enrollment or large
+    /// blobs yet, so a request for those is CTAP2_ERR_UNAUTHORIZED_PERMISSION.
+    public static let supported: PinUvAuthTokenPermissions = [
+        .makeCredential, .getAssertion, .credentialManagement, .authenticatorConfiguration,
+    ]
 }
 
 /// The pinUvAuthToken state (CTAP 2.1 §6.5.2.1–§6.5.2.2), shared by both

@@ -83,7 +83,13 @@ extension Authenticator {
     /// response data followed by the status word.
     public func handleAPDU(_ bytes: [UInt8]) async -> [UInt8] {
         pendingAssertions = nil
-        guard configuration.u2fAvailable else { return U2FStatusWord.insNotSupported.bytes }
+        credentialManagementEnumeration = nil
+        // U2F cannot verify the user, so alwaysUv turns it off (CTAP 2.1
+        // §6.11.3); getInfo then leaves U2F_V2 out of versions. A store that
+        // cannot say counts as on.
+        guard configuration.u2fAvailable, (try? alwaysUv()) == false else {
+            return U2FStatusWord.insNotSupported.bytes
+        }
         guard let apdu = CommandAPDU(bytes: bytes) else { return U2FStatusWord.wrongLength.bytes }
         guard apdu.cla == 0 else { return U2FStatusWord.claNotSupported.bytes }
         do throws(U2FStatusWord) {

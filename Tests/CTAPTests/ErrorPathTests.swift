@@ -18,7 +18,7 @@ struct ErrorPathTests {
     @Test("every command byte gets a status and unknown ones CTAP1_ERR_INVALID_COMMAND")
     func everyCommandByte() async throws {
         let key = TestKey()
-        let implemented: Set<UInt8> = [0x01, 0x02, 0x04, 0x06, 0x07, 0x08, 0x0B]
+        let implemented: Set<UInt8> = [0x01, 0x02, 0x04, 0x06, 0x07, 0x08, 0x0A, 0x0B, 0x0D, 0x41]
         for byte in UInt8.min...UInt8.max {
             let (status, _) = try await key.sendRaw([byte])
             if implemented.contains(byte) {
@@ -344,7 +344,12 @@ struct ErrorPathTests {
         #expect(options[text: "uv"] == nil, "no built-in user verification")
         #expect(options[text: "clientPin"] == false, "a PIN can be set, none is")
         #expect(options[text: "pinUvAuthToken"] == true)
-        #expect(options[text: "alwaysUv"] == nil)
+        #expect(options[text: "credMgmt"] == true)
+        #expect(options[text: "alwaysUv"] == false)
+        #expect(options[text: "authnrCfg"] == true)
+        #expect(options[text: "setMinPINLength"] == true)
+        #expect(options[text: "makeCredUvNotRqd"] == true)
+        #expect(try info.required(0x10, "maxRPIDsForSetMinPINLength").intValue() == 0)
         #expect(info[int: 2] == nil, "no extensions yet")
         #expect(try info.required(6, "pinUvAuthProtocols").arrayValue() == [2, 1])
         #expect(try info.required(5, "maxMsgSize").intValue() == 7609)

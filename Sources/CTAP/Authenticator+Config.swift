@@ -1,0 +1,109 @@
+// authenticatorConfig (0x0D), CTAP 2.1 §6.11: toggleAlwaysUv and
+// setMinPINLength. Persisted in store secrets, which authenticatorReset
+// deletes (so both return to their defaults, §6.6):
+//
+// | secret          | value |
+// |-----------------|-------|
+// | config.alwaysUv | present (1 byte, 1) while alwaysUv is true |
+// | pin.minLength   | the minimum PIN length set (1 byte), see Authenticator+ClientPIN.swift |
+
+import CBOR
+
+enum ConfigSecret {
+    static let alwaysUv = "config.alwaysUv"
+}
+
+extension Authenticator {
+    // MARK: - authenticatorConfig (CTAP 2.1 §6.11)
+
+    func authenticatorConfig(_ cbor: CBORValue) throws(CTAPStatus) {
+        let request = try reading { () throws(CBORError) in try AuthenticatorConfigRequest(cbor: cbor) }
+        // A subcommand latchkey does not implement is refused before any
+        // token is looked at: there is nothing to authorize. Enterprise
+        // attestation needs an enterprise certificate, which latchkey does
+        // not have ("ep" is absent from getInfo), and no vendor commands are
+        // defined (vendorPrototypeConfigCommands is absent).
+        guard let subCommand = AuthenticatorConfigSubcommand(rawValue: request.subCommand),
+            subCommand == .toggleAlwaysUv || subCommand == .setMinPINLength
+        else { throw .invalidSubcommand }
+        try authenticateConfig(request, subCommand)
+        switch subCommand {
+        case .toggleAlwaysUv: try toggleAlwaysUv()
+        case .setMinPINLength: try setMinPINLength(request)
+        case .enableEnterpriseAttestation, .vendorPrototype: preconditionFailure("refused above")
+        }
+    }
+
+    /// §6.11.3 toggleAlwaysUv. latchkey supports turning it off again, so
+    /// OPERATION_DENIED never arises; makeCredUvNotRqd follows it in getInfo.
+    private func toggleAlwaysUv() throws(CTAPStatus) {
+        let enable = !(try alwaysUv())
+        try storing("toggling alwaysUv") { () throws(StoreError) in
+            try store.setSecret(enable ? [1] : nil, named: ConfigSecret.alwaysUv)
+        }
+    }
+
+    /// §6.11.4 setMinPINLength.
+    private func setMinPINLength(_ request: AuthenticatorConfigRequest) throws(CTAPStatus) {
+        let current = try minPINLength()
+        // An absent newMinPINLength keeps the current one.
+        let requested = request.newMinPINLength ?? UInt64(current)
+        // The minimum never decreases (only authenticatorReset restores the
+        // default); above 63 code points no PIN could meet it (a PIN has at
+        // most 63 bytes).
+        guard requested >= UInt64(current), requested <= UInt64(PINSecret.maxByteCount) else {
+            throw .pinPolicyViolation
+        }
+        let newMinPINLength = Int(requested)
+        // maxRPIDsForSetMinPINLength is 0: latchkey has no minPinLength
+        // extension, so it keeps no RP IDs.
+        if let rpIds = request.minPinLengthRPIDs, !rpIds.isEmpty { throw .keyStoreFull }
+        // A change can only be forced on a PIN that exists.
+        let pin = try storedPIN()
+        if request.forceChangePin == true, pin == nil { throw .pinNotSet }
+        // A PIN shorter than the new minimum must be changed too.
+        let forceChange = request.forceChangePin == true || (pin.map { $0.codePointCount < newMinPINLength } ?? false)
+        try storing("setting minPINLength") { () throws(StoreError) in
+            try store.setSecret([UInt8(newMinPINLength)], named: PINSecret.minLength)
+            if forceChange { try store.setSecret([1], named: PINSecret.forceChange) }
+        }
+    }
+
+    /// §6.11's checks before a subcommand runs. A key protected by a PIN, or
+    /// with alwaysUv on, wants a pinUvAuthParam (PUAT_REQUIRED), the protocol
+    /// (MISSING_PARAMETER, INVALID_PARAMETER), then verify(token, 32×0xff ||
+    /// 0x0d || uint8(subCommand) || subCommandParams) and the acfg permission,
+    /// each failure PIN_AUTH_INVALID. An unprotected key is configured
+    /// without one (that is how a fresh key gets its minimum PIN length
+    /// before the PIN is set).
+    private func authenticateConfig(
+        _ request: AuthenticatorConfigRequest,
+        _ subCommand: AuthenticatorConfigSubcommand
+    ) throws(CTAPStatus) {
+        let pinSet = try storedPIN() != nil
+        let protected = try pinSet ? true : alwaysUv()
+        guard protected else { return }
+        guard let param = request.pinUvAuthParam else { throw .pinUvAuthTokenRequired }
+        guard let raw = request.pinUvAuthProtocol else { throw .missingParameter }
+        let version = try supportedProtocol(raw)
+        // alwaysUv without a PIN: no token can exist yet.
+        guard pinSet else { throw .pinNotSet }
+        pinUvAuth.token.observe(at: clock.milliseconds)
+        var message = [UInt8](repeating: 0xFF, count: 32) + [CTAPCommand.config.rawValue, UInt8(subCommand.rawValue)]
+        if let params = request.subCommandParams { params.encode(into: &message) }
+        guard pinUvAuth.token.inUse,
+            version.verify(key: pinUvAuth[version].pinUvAuthToken, message: message, signature: param)
+        else { throw .pinAuthInvalid }
+        pinUvAuth.token.markUsed()
+        guard pinUvAuth.token.permissions.contains(.authenticatorConfiguration) else { throw .pinAuthInvalid }
+    }
+
+    // MARK: - Persisted configuration
+
+    /// alwaysUv (§6.4 options): off until toggled on.
+    func alwaysUv() throws(CTAPStatus) -> Bool {
+        try storing("reading alwaysUv") { () throws(StoreError) in
+            try store.secret(named: ConfigSecret.alwaysUv)
+        } == [1]
+    }
+}

@@ -1,0 +1,131 @@
+// authenticatorCredentialManagement (0x0A, and the prototype 0x41), CTAP 2.1
+// §6.8: the request and response maps and the subcommands.
+
+public import CBOR
+
+/// authenticatorCredentialManagement subCommand values (CTAP 2.1 §6.8).
+public enum CredentialManagementSubcommand: UInt64, Sendable {
+    /// getCredsMetadata
+    case getCredsMetadata = 0x01
+    /// enumerateRPsBegin
+    case enumerateRPsBegin = 0x02
+    /// enumerateRPsGetNextRP
+    case enumerateRPsGetNextRP = 0x03
+    /// enumerateCredentialsBegin
+    case enumerateCredentialsBegin = 0x04
+    /// enumerateCredentialsGetNextCredential
+    case enumerateCredentialsGetNextCredential = 0x05
+    /// deleteCredential
+    case deleteCredential = 0x06
+    /// updateUserInformation
+    case updateUserInformation = 0x07
+}
+
+/// The authenticatorCredentialManagement request (CTAP 2.1 §6.8).
+///
+/// | key  | name              | type |
+/// |------|-------------------|------|
+/// | 0x01 | subCommand        | unsigned, required |
+/// | 0x02 | subCommandParams  | map |
+/// | 0x03 | pinUvAuthProtocol | unsigned |
+/// | 0x04 | pinUvAuthParam    | bytes |
+///
+/// subCommandParams:
+///
+/// | key  | name         | type |
+/// |------|--------------|------|
+/// | 0x01 | rpIDHash     | bytes |
+/// | 0x02 | credentialID | PublicKeyCredentialDescriptor |
+/// | 0x03 | user         | PublicKeyCredentialUserEntity |
+///
+/// Which parameters a subcommand needs is its handler's check
+/// (CTAP2_ERR_MISSING_PARAMETER), only their types here.
+public struct CredentialManagementRequest: Sendable {
+    public var subCommand: UInt64
+    /// subCommandParams exactly as sent: the decoder accepts only canonical
+    /// CBOR, so its encoding is the bytes the platform authenticated.
+    public var subCommandParams: CBORValue?
+    public var pinUvAuthProtocol: UInt64?
+    public var pinUvAuthParam: [UInt8]?
+    public var rpIDHash: [UInt8]?
+    public var credentialID: CredentialDescriptor?
+    public var user: UserEntity?
+
+    /// Reads the request map.
+    public init(cbor: CBORValue) throws(CBORError) {
+        let map = try cbor.mapValue("credentialManagement parameters")
+        subCommand = try map.required(0x01, "subCommand").unsignedValue("subCommand")
+        if let params = map[int: 0x02] {
+            let paramsMap = try params.mapValue("subCommandParams")
+            subCommandParams = params
+            rpIDHash = try paramsMap[int: 0x01]?.bytesValue("rpIDHash")
+            if let descriptor = paramsMap[int: 0x02] { credentialID = try CredentialDescriptor(cbor: descriptor) }
+            if let user = paramsMap[int: 0x03] { self.user = try UserEntity(cbor: user) }
+        }
+        pinUvAuthProtocol = try map[int: 0x03]?.unsignedValue("pinUvAuthProtocol")
+        pinUvAuthParam = try map[int: 0x04]?.bytesValue("pinUvAuthParam")
+    }
+}
+
+/// The authenticatorCredentialManagement response (CTAP 2.1 §6.8).
+/// deleteCredential and updateUserInformation answer with the status alone.
+///
+/// | key  | name                                         | type |
+/// |------|----------------------------------------------|------|
+/// | 0x01 | existingResidentCredentialsCount             | unsigned |
+/// | 0x02 | maxPossibleRemainingResidentCredentialsCount | unsigned |
+/// | 0x03 | rp                                           | PublicKeyCredentialRpEntity |
+/// | 0x04 | rpIDHash                                     | bytes |
+/// | 0x05 | totalRPs                                     | unsigned |
+/// | 0x06 | user                                         | PublicKeyCredentialUserEntity |
+/// | 0x07 | credentialID                                 | PublicKeyCredentialDescriptor |
+/// | 0x08 | publicKey                                    | COSE_Key |
+/// | 0x09 | totalCredentials                             | unsigned |
+/// | 0x0A | credProtect                                  | unsigned |
+public struct CredentialManagementResponse: Sendable {
+    public var existingResidentCredentialsCount: Int?
+    public var maxPossibleRemainingResidentCredentialsCount: Int?
+    public var rp: RelyingPartyEntity?
+    public var rpIDHash: [UInt8]?
+    public var totalRPs: Int?
+    public var user: UserEntity?
+    public var credentialID: CredentialDescriptor?
+    public var publicKey: CBORValue?
+    public var totalCredentials: Int?
+    public var credProtect: Int?
+
+    public init() {}
+
+    /// Appends the response map, or nothing when no member is set.
+    public func encode(into out: inout [UInt8]) {
+        var entries: [(Int, CBORValue)] = []
+        if let existingResidentCredentialsCount { entries.append((0x01, .int(existingResidentCredentialsCount))) }
+        if let maxPossibleRemainingResidentCredentialsCount {
+            entries.append((0x02, .int(maxPossibleRemainingResidentCredentialsCount)))
+        }
+        if let rp {
+            var fields: [(String, CBORValue)] = [("id", .text(rp.id))]
+            if let name = rp.name { fields.append(("name", .text(name))) }
+            entries.append((0x03, .textMap(fields)))
+        }
+        if let rpIDHash { entries.append((0x04, .bytes(rpIDHash))) }
+        if let totalRPs { entries.append((0x05, .int(totalRPs))) }
+        // The platform proved user verification with the token: the whole entity.
+        if let user { entries.append((0x06, user.cbor(identifying: true))) }
+        if let credentialID { entries.append((0x07, credentialID.cbor)) }
+        if let publicKey { entries.append((0x08, publicKey)) }
+        if let totalCredentials { entries.append((0x09, .int(totalCredentials))) }
+        if let credProtect { entries.append((0x0A, .int(credProtect))) }
+        guard !entries.isEmpty else { return }
+        CBORValue.intMap(entries).encode(into: &out)
+    }
+}
+
+/// What a GetNext subcommand continues: the rest of an enumeration, kept only
+/// while credentialManagement commands follow one another (§6.8.3, §6.8.4).
+enum CredentialManagementEnumeration: Sendable {
+    /// enumerateRPsBegin's remaining RPs.
+    case relyingParties([StoredCredential])
+    /// enumerateCredentialsBegin's remaining credentials.
+    case credentials([StoredCredential])
+}
