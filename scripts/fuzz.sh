@@ -33,6 +33,9 @@ fi
 
 # --sanitize makes SwiftPM link libFuzzer's main in place of the executables' own; the
 # -Xswiftc copy instruments the root package's targets too, which --sanitize leaves alone.
+# SwiftPM does not notice source files added to a path dependency (the root package)
+# since its last build of this package; a newer manifest makes it plan the build again.
+touch Fuzz/Package.swift
 build=(swift build -c release --package-path Fuzz
     --sanitize=fuzzer --sanitize=address -Xswiftc -sanitize=fuzzer,address)
 echo "+ ${build[*]}"
