@@ -1,7 +1,8 @@
 // authenticatorClientPIN (0x06), CTAP 2.1 §6.5.5, and the pinUvAuthParam
 // checks the other commands share (makeCredential and getAssertion: §6.1.2
-// step 11.1, §6.2.2 step 6.1; credentialManagement and authenticatorConfig).
-// Each subcommand checks in the spec's order: which error wins is behaviour.
+// step 11.1, §6.2.2 step 6.1; credentialManagement, largeBlobs and
+// authenticatorConfig). Each subcommand checks in the spec's order: which
+// error wins is behaviour.
 //
 // PIN state lives in store secrets (encrypted at rest by persistent stores;
 // authenticatorReset deletes them with every other non-`device.` secret):
@@ -407,8 +408,8 @@ extension Authenticator {
     // MARK: - pinUvAuthParam in every command
 
     /// The pinUvAuthParam checks of the commands a token authorizes without
-    /// a touch (credentialManagement §6.8, authenticatorConfig §6.11), in
-    /// their shared order: present
+    /// a touch (credentialManagement §6.8, largeBlobs §6.10.2 step 5.5,
+    /// authenticatorConfig §6.11), in their shared order: present
     /// (CTAP2_ERR_PUAT_REQUIRED), the protocol (CTAP2_ERR_MISSING_PARAMETER,
     /// CTAP1_ERR_INVALID_PARAMETER), then `verifyPinUvAuthToken` over
     /// `message`.
