@@ -2,7 +2,8 @@
 // writes read back from any offset, every status in the spec's order, the
 // integrity check, the size limit, the lbw permission with both PIN
 // protocols, what ends a write in progress (power cycle, reset, a new first
-// fragment) and what does not, and persistence.
+// fragment) and what does not, persistence, and python-fido2's LargeBlobs as
+// the platform.
 
 import CBOR
 import Testing
@@ -438,5 +439,21 @@ struct LargeBlobsTests {
         #expect(try await restarted.readLargeBlobArray() == array)
         #expect(try await restarted.finishLargeBlobWrite(next) == .invalidSequence)
         #expect(try await restarted.authenticator.largeBlobArrayStatus() == (array.count, 4096))
+    }
+
+    // MARK: python-fido2
+
+    @Test("python-fido2's LargeBlobs puts, gets and deletes blobs with lbw tokens of both protocols")
+    func pythonClient() async throws {
+        let key = TestKey()
+        let (exitCode, output, calls) = try await runPythonClient(script: "large_blobs_client.py") { request in
+            await key.authenticator.handleCBOR(request)
+        }
+        #expect(exitCode == 0, "large_blobs_client.py said: \(output)")
+        #expect(output.contains("DONE 27 checks"), "\(output)")
+        #expect(calls > 40, "the client really talked to the key")
+        // What the client left: two blobs it wrote, read back here without it.
+        let array = try CBORDecoder().decodePrefix(try await key.readLargeBlobArray()).value.arrayValue()
+        #expect(array.count == 2)
     }
 }
