@@ -13,6 +13,7 @@ from fido2.client import ClientError
 from fido2.ctap2 import Ctap2
 from fido2.ctap2.config import Config
 from fido2.ctap2.pin import ClientPin, PinProtocolV1, PinProtocolV2
+from fido2.utils import websafe_decode
 from fido2.webauthn import ResidentKeyRequirement, UserVerificationRequirement
 
 import rp
@@ -93,7 +94,8 @@ def test_prf_at_creation_and_assertion(client, resident_key):
     assert auth_data.extensions.get("hmac-secret") is True
     prf = created.client_extension_results["prf"]
     assert prf["enabled"] is True
-    at_creation = prf["results"]["first"]  # hmac-secret-mc
+    at_creation = prf["results"]["first"]  # hmac-secret-mc, base64url in the JSON form
+    assert len(websafe_decode(at_creation)) == 32
     credential = auth_data.credential_data
 
     response = get(client, server, [credential], extensions={"prf": {"eval": {"first": first, "second": second}}})
@@ -193,7 +195,8 @@ def test_large_blob_write_then_read(pin_client):
     assert written.client_extension_results["largeBlob"]["written"] is True
     read = get(pin_client, server, [credential], uv=UserVerificationRequirement.REQUIRED,
                extensions={"largeBlob": {"read": True}})
-    assert read.client_extension_results["largeBlob"]["blob"] == data
+    # Client extension results are the JSON form: bytes as base64url.
+    assert websafe_decode(read.client_extension_results["largeBlob"]["blob"]) == data
 
 
 def test_min_pin_length_only_for_named_rps(device, pin_client):
