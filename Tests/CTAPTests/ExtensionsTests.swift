@@ -196,6 +196,10 @@ struct ExtensionsTests {
         let otherIds = try #require(try await key.hmacSecret(wrapped.credentialId, salts: salt1, protocol: version))
         let storedOut = try #require(try await key.hmacSecret(stored.credentialId, salts: salt1, protocol: version))
         #expect(otherIds != storedOut, "each credential has its own CredRandom")
+        // The output is HMAC-SHA-256(CredRandom, salt) (§12.5), computed here by
+        // OpenSSL from the stored CredRandom: its second half serves without UV.
+        let credRandom = try #require(try key.store.credential(id: stored.credentialId)?.credRandom)
+        #expect(storedOut == opensslHMAC(key: Array(credRandom.suffix(32)), salt1))
 
         // With user verification the other CredRandom answers.
         #expect(try await key.setPIN(pin) == .ok)
@@ -203,6 +207,9 @@ struct ExtensionsTests {
             let plain = try await key.hmacSecret(id, salts: salt1, protocol: version)
             let verified = try await key.hmacSecret(id, salts: salt1, protocol: version, userVerified: true)
             #expect(verified != nil && plain != nil && verified != plain)
+            if id == stored.credentialId {
+                #expect(verified == opensslHMAC(key: Array(credRandom.prefix(32)), salt1), "the first half with UV")
+            }
             #expect(try await key.hmacSecret(id, salts: salt1, protocol: version, userVerified: true) == verified)
         }
     }
