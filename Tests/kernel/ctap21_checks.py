@@ -184,6 +184,22 @@ def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
+def stored(dev: str, rp_id: str | None = None):
+    """What python-fido2's CredentialManagement enumerates: the relying parties, or
+    with `rp_id` that relying party's credentials."""
+    with Key(dev) as ctap:
+        client_pin = ClientPin(ctap, PinProtocolV2())
+        credman = CredentialManagement(ctap, client_pin.protocol, client_pin.get_pin_token(NEW_PIN, P.CREDENTIAL_MGMT))
+        if rp_id is None:
+            return credman.enumerate_rps()
+        return credman.enumerate_creds(sha256(rp_id.encode()))
+
+
+def listed_lines(text: str) -> list[list[str]]:
+    """The numbered lines of fido2-token -L, split into fields."""
+    return [line.split() for line in text.splitlines() if re.match(r"^\d+: ", line)]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", required=True)
@@ -299,33 +315,33 @@ def main() -> int:
                         (b"sk-ssh-ed25519@openssh.com", ssh_cred.public_key[-2], SSH_APPLICATION.encode()))
         state["py_ssh_pub"] = ["sk-ssh-ed25519@openssh.com", b64(blob)]
 
+    # The key may hold credentials of earlier checks (the suite runs fido2-cred -r
+    # and python-fido2 on it first): compare with what it enumerates, and look for ours.
     name_rps = f"{p}fido2-token -L -r lists the relying parties credentialManagement enumerates"
 
     @check(name_rps, name_seed)
     def _():
         text = run_ok(["fido2-token", "-L", "-r", dev], [NEW_PIN])
-        with Key(dev) as ctap:
-            client_pin = ClientPin(ctap, PinProtocolV2())
-            token = client_pin.get_pin_token(NEW_PIN, P.CREDENTIAL_MGMT)
-            credman = CredentialManagement(ctap, client_pin.protocol, token)
-            rps = credman.enumerate_rps()
-        expected = {r[RM.RP]["id"]: b64(r[RM.RP_ID_HASH]) for r in rps}
-        assert set(expected) == {RP_ID, SSH_APPLICATION}, f"credentialManagement enumerates {expected}"
-        lines = [line.split() for line in text.splitlines() if re.match(r"^\d+: ", line)]
-        shown = {fields[2]: fields[1] for fields in lines if len(fields) >= 3}
+        expected = {r[RM.RP]["id"]: b64(r[RM.RP_ID_HASH]) for r in stored(dev)}
+        assert {RP_ID, SSH_APPLICATION} <= set(expected), f"credentialManagement enumerates {expected}"
+        shown = {fields[2]: fields[1] for fields in listed_lines(text) if len(fields) >= 3}
         assert shown == expected, f"fido2-token -L -r shows {shown}, credentialManagement {expected}"
         return ", ".join(sorted(shown))
 
-    name_creds = f"{p}fido2-token -L -k {RP_ID} lists its credential (id, user id)"
+    name_creds = f"{p}fido2-token -L -k {RP_ID} lists its credentials (ids, user ids) as enumerated"
 
     @check(name_creds, name_seed)
     def _():
-        text = run_ok(["fido2-token", "-L", "-k", RP_ID, dev], [NEW_PIN])
-        lines = [line.split() for line in text.splitlines() if re.match(r"^\d+: ", line)]
-        assert len(lines) == 1, f"one credential expected: {lines}"
-        assert b64(state["user_id"]) in lines[0] and b64(state["cred_id"]) in lines[0], \
-            f"{lines[0]} lacks user id {b64(state['user_id'])} or credential id {b64(state['cred_id'])}"
-        return lines[0][0] + " " + " ".join(lines[0][3:])
+        lines = listed_lines(run_ok(["fido2-token", "-L", "-k", RP_ID, dev], [NEW_PIN]))
+        expected = {b64(c[RM.CREDENTIAL_ID]["id"]): b64(c[RM.USER]["id"]) for c in stored(dev, RP_ID)}
+        assert b64(state["cred_id"]) in expected, f"credentialManagement lacks ours: {expected}"
+        shown = {}
+        for fields in lines:  # "NN: <credential id> <user name> <user id> <type> <protection>"
+            ids = [f for f in fields if f in expected]
+            assert len(ids) == 1 and expected[ids[0]] in fields, f"{fields}: not one of {expected}"
+            shown[ids[0]] = expected[ids[0]]
+        assert shown == expected, f"fido2-token -L -k shows {shown}, credentialManagement {expected}"
+        return f"{len(shown)} credential(s), ours among them"
 
     name_ssh_listed = f"{p}fido2-token -L -k {SSH_APPLICATION} lists the EdDSA credentials of ssh"
 
@@ -354,18 +370,14 @@ def main() -> int:
 
     @check(name_delete, name_creds)
     def _():
+        before = {c[RM.CREDENTIAL_ID]["id"] for c in stored(dev, RP_ID)}
         run_ok(["fido2-token", "-D", "-i", b64(state["cred_id"]), dev], [NEW_PIN])
-        with Key(dev) as ctap:
-            client_pin = ClientPin(ctap, PinProtocolV2())
-            token = client_pin.get_pin_token(NEW_PIN, P.CREDENTIAL_MGMT)
-            credman = CredentialManagement(ctap, client_pin.protocol, token)
-            left = credman.enumerate_creds(sha256(RP_ID.encode()))
-            rps = [r[RM.RP]["id"] for r in credman.enumerate_rps()]
-        assert left == [], f"still enumerated: {left}"
-        assert rps == [SSH_APPLICATION], f"relying parties left: {rps}, expected only {SSH_APPLICATION}"
+        after = {c[RM.CREDENTIAL_ID]["id"] for c in stored(dev, RP_ID)}
+        assert after == before - {state["cred_id"]}, f"{len(before)} credentials before, {len(after)} after"
         code, text, _ = run_tty(["fido2-token", "-L", "-k", RP_ID, dev], [NEW_PIN])
         assert b64(state["cred_id"]) not in text, "fido2-token -L -k still lists it"
-        return f"fido2-token -L -k {RP_ID} exits {code} with nothing listed"
+        assert len(listed_lines(text)) == len(after), f"fido2-token -L -k lists {listed_lines(text)}"
+        return f"{len(after)} credential(s) of {RP_ID} left"
 
     print(f"DONE\t{len(RESULTS)} checks", flush=True)
     return 0 if all(RESULTS.values()) else 1
