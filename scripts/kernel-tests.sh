@@ -17,12 +17,18 @@
 #      repository) skips the build and uses the binaries in DIR.
 #   2. The rig images ($RIG_CACHE, default ~/.cache/latchkey-rig; never in the
 #      repo): ../shared/rig/build-image.sh and build-image.sh --chromium when missing
-#      (as root; about 45 s and 80 s; build-image.sh installs debootstrap and qemu).
+#      (as root; about 45 s and 80 s, 5 min on a busy host; build-image.sh installs
+#      debootstrap and qemu). The Debian packages a suite adds to the rig's image
+#      (EXTRA_PACKAGES: openssh-client for the base suite's ssh-keygen) are part of
+#      the image directory's name, image-pkgs-<hash of the list> (image-chromium-...),
+#      so a changed list builds a new image instead of using a stale one, on CI too.
 #   3. VM 1 (base image): Tests/kernel/guest-checks.sh --suite base - uhid, then
 #      USB/IP, each with fido2-token/-cred/-assert and python-fido2.
 #      VM 2 (chromium image, udevd running): --suite chromium - Chromium's create()
 #      and get() on the uhid key, then on the USB/IP-attached key.
 #      LATCHKEY_KERNEL_SUITES="base chromium" picks which (default both).
+#      LATCHKEY_KERNEL_ONLY="ctap21" runs only those groups of the base suite's
+#      checks (tools, python, ctap21; guest-checks.sh --only), for iterating.
 #      LATCHKEY_KERNEL_ARTIFACTS=DIR (inside the repository, e.g. .build/kernel-logs)
 #      keeps the daemons' debug logs and Chromium's log of each suite there.
 #   The guests find the Swift runtime through the binaries' RUNPATH, which the rig
@@ -104,20 +110,39 @@ log "binaries: $BIN; runtime shared into the guest:${EXTRA_SHARES:- none}"
 # ---- 2. rig images ------------------------------------------------------------------
 # The guest runs the binaries on its own Debian userland; the rig's base image
 # already has what they link (libsqlite3-0, libssl3, libudev1, libstdc++6).
-image_ok() {  # DIR: the image is complete
-    [ -s "$1/rootfs.ext4" ] && [ -s "$1/vmlinux" ] && [ -s "$1/initrd.img" ]
+# Debian packages each suite adds to the rig's image (build-image.sh EXTRA_PACKAGES):
+# ssh-keygen (openssh-client) for the base suite's CTAP 2.1 checks.
+BASE_PACKAGES="openssh-client"
+CHROMIUM_PACKAGES=""
+image_ok() {  # DIR PACKAGES: the image is complete and was built with exactly PACKAGES
+    [ -s "$1/rootfs.ext4" ] && [ -s "$1/vmlinux" ] && [ -s "$1/initrd.img" ] \
+        && [ "$(sed -n 's/^extra packages: *//p' "$1/build-info.txt" 2>/dev/null)" = "$2" ]
+}
+# image_dir STEM PACKAGES: the cache key is the directory: the rig's default name
+# without extra packages, else STEM-pkgs-<first 12 hex digits of sha256(PACKAGES)>
+image_dir() {
+    if [ -z "$2" ]; then echo "$RIG_CACHE/$1"; else
+        echo "$RIG_CACHE/$1-pkgs-$(printf '%s\n' "$2" | sha256sum | cut -c 1-12)"
+    fi
+}
+suite_image() {  # SUITE: sets IMAGE_DIR, IMAGE_OPT, IMAGE_PACKAGES
+    case "$1" in
+        base) IMAGE_DIR=$(image_dir image "$BASE_PACKAGES") IMAGE_OPT= IMAGE_PACKAGES=$BASE_PACKAGES ;;
+        chromium) IMAGE_DIR=$(image_dir image-chromium "$CHROMIUM_PACKAGES") IMAGE_OPT=--chromium \
+            IMAGE_PACKAGES=$CHROMIUM_PACKAGES ;;
+        *) echo "kernel-tests: unknown suite $1 (base, chromium)" >&2; exit 2 ;;
+    esac
 }
 for suite in $SUITES; do
-    case "$suite" in
-        base) dir=$RIG_CACHE/image opt= ;;
-        chromium) dir=$RIG_CACHE/image-chromium opt=--chromium ;;
-        *) echo "kernel-tests: unknown suite $suite (base, chromium)" >&2; exit 2 ;;
-    esac
-    if ! image_ok "$dir"; then
-        log "building the rig image $dir (build-image.sh $opt)"
+    suite_image "$suite"
+    if ! image_ok "$IMAGE_DIR" "$IMAGE_PACKAGES"; then
+        log "building the rig image $IMAGE_DIR (build-image.sh $IMAGE_OPT, EXTRA_PACKAGES=\"$IMAGE_PACKAGES\")"
         # shellcheck disable=SC2086
-        as_root env RIG_CACHE="$RIG_CACHE" "$RIG/build-image.sh" $opt \
-            || { echo "kernel-tests: build-image.sh $opt failed" >&2; exit 1; }
+        as_root env RIG_CACHE="$RIG_CACHE" EXTRA_PACKAGES="$IMAGE_PACKAGES" \
+            "$RIG/build-image.sh" $IMAGE_OPT --out "$IMAGE_DIR" \
+            || { echo "kernel-tests: build-image.sh $IMAGE_OPT failed" >&2; exit 1; }
+        image_ok "$IMAGE_DIR" "$IMAGE_PACKAGES" \
+            || { echo "kernel-tests: build-image.sh left no complete image in $IMAGE_DIR" >&2; exit 1; }
     fi
 done
 
@@ -141,13 +166,17 @@ TOTAL_PASSED=0 TOTAL_FAILED=0 RC=0
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/latchkey-kernel.XXXXXX")
 trap 'rm -rf "$OUT"' EXIT
 for suite in $SUITES; do
-    env_vars=(RIG_EXTRA_SHARES="${EXTRA_SHARES# }" RIG_TIMEOUT="${LATCHKEY_KERNEL_TIMEOUT:-900}")
+    suite_image "$suite"
+    env_vars=(RIG_EXTRA_SHARES="${EXTRA_SHARES# }" RIG_TIMEOUT="${LATCHKEY_KERNEL_TIMEOUT:-900}"
+        RIG_IMAGE_DIR="$IMAGE_DIR")
     # Chromium finds keys through udev (hotplug events, device properties)
     [ "$suite" = chromium ] && env_vars+=(RIG_CHROMIUM=1 RIG_UDEV=1)
     log "VM: $suite suite (${env_vars[*]})"
     t=$(date +%s)
+    only_args=()
+    [ -n "${LATCHKEY_KERNEL_ONLY:-}" ] && only_args=(--only "$LATCHKEY_KERNEL_ONLY")
     env "${env_vars[@]}" "$RIG/run.sh" "$REPO" bash Tests/kernel/guest-checks.sh --bin "$BIN" --suite "$suite" \
-        "${ARTIFACT_ARGS[@]}" \
+        "${only_args[@]}" "${ARTIFACT_ARGS[@]}" \
         | tee "$OUT/$suite.log"
     rc=${PIPESTATUS[0]}
     summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$OUT/$suite.log" | tail -n 1)

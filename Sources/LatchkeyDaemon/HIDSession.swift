@@ -17,7 +17,11 @@ public struct SystemMonotonicClock: MonotonicClock {
     public var milliseconds: UInt64 { Self.now() }
 
     static func now() -> UInt64 {
-        let (seconds, attoseconds) = (ContinuousClock.now - origin).components
+        // `origin` first: the first access initializes it, and a reading taken
+        // before that would lie before the origin (a negative duration, which
+        // UInt64 traps on once the initialization took over a millisecond).
+        let start = origin
+        let (seconds, attoseconds) = (ContinuousClock.now - start).components
         return UInt64(seconds) * 1000 + UInt64(attoseconds / 1_000_000_000_000_000)
     }
 

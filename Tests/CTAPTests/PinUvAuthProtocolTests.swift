@@ -1,11 +1,13 @@
 // PIN/UV auth protocols One and Two against a platform side written straight
-// on OpenSSL (PinPlatform.swift) and against known answers computed with
-// python-fido2's PinProtocolV1/V2 (`fido2.ctap2.pin`, 2.2.1), and every
-// malformed input.
+// on OpenSSL (PinPlatform.swift), against known answers computed with
+// python-fido2's PinProtocolV1/V2 (`fido2.ctap2.pin`, 2.2.1) and with PyPI
+// `cryptography` (Tests/python/pin_protocol_vectors.py), and every malformed
+// input.
 
 import CBOR
 import COpenSSL
 import LatchkeyCrypto
+import Synchronization
 import Testing
 
 @testable import CTAP
@@ -226,5 +228,83 @@ struct PinUvAuthProtocolTests {
         #expect(try pinProtocol.decapsulate(platform.keyAgreement) != platform.sharedSecret, "old secrets stop working")
         pinProtocol.resetPinUvAuthToken(entropy: entropy)
         #expect(pinProtocol.pinUvAuthToken != token)
+    }
+
+    // Cross-check vectors from Tests/python/pin_protocol_vectors.py, which
+    // computes them with PyPI `cryptography` alone (ECDH, SHA-256, HKDF, HMAC,
+    // AES-CBC): neither CTAP 2.1 nor the CTAP 2.2 draft publishes test vectors
+    // for the PIN/UV auth protocols. The authenticator's key agreement scalar
+    // is `a`, the platform's `b`; the platform sends b·G as its keyAgreement.
+    static let crossCheck = (
+        a: "7a1f3c5e9b2d4f6081a3c5e7092b4d6f8193a5c7e90b2d4f6170839faebdcf01",
+        platformX: "73cd2cb3356e1c762f2c0eb587e87512e785632c67f9de2a3870124a7c10aac2",
+        platformY: "4f2cb03719e14f2992e9413b64b9ed9897e3cd329804cf1a6523072b2c48176e",
+        z: "0cafb72b45cef9517386279ba36cc6f38c56e54b57c6886e6bffeb2c290ac71d",
+        kdfOne: "5d9cb390fde7ed1309548fd2377d55147d5a22b0a4b7f7968f8c308f469f3fe5",
+        kdfTwo: "e4c4688ad300a0f5407ececbbd627c34e159703add94ac10bab158f989e82283"
+            + "c227301e182ed778513f6eaec38126f2600b75912a829bd1f622227e936e00bc",
+        authenticateOne: "556521eed5ca4458eeb2a1e4306e4fdd",
+        authenticateTwo: "1bd74c514cd907bf1daa8ef119d21b5fdc84723bbf19cc289776c1a979e59e45",
+        encryptOne: "28813d168d70dcad27997af569ffef1a5fe48507ddb4a8b7fd24b52c92c14663",
+        encryptTwo: "a0a1a2a3a4a5a6a7a8a9aaabacadaeaf"
+            + "8149f9fbd3c3d56f5d4a5c615b15f96e7cd1e58cbcf6769971bcdf208bd05eb1"
+    )
+
+    @Test("decapsulate, kdf, authenticate and encrypt match PyPI cryptography's cross-check vectors")
+    func cryptographyCrossCheck() throws {
+        let v = Self.crossCheck
+        let message = Array("CTAP 2.1 cross-check".utf8)
+        let plaintext = Array(UInt8(0)..<UInt8(32))
+        #expect(PinUvAuthProtocolVersion.one.kdf(hex(v.z)) == hex(v.kdfOne))
+        #expect(PinUvAuthProtocolVersion.two.kdf(hex(v.z)) == hex(v.kdfTwo))
+        let peer = CBORValue.intMap([
+            (1, 2), (3, -25), (-1, 1), (-2, .bytes(hex(v.platformX))), (-3, .bytes(hex(v.platformY))),
+        ])
+        for (version, kdf) in [(PinUvAuthProtocolVersion.one, v.kdfOne), (.two, v.kdfTwo)] {
+            // The key agreement key is the first 32 bytes the entropy gives.
+            let pinProtocol = PinUvAuthProtocol(version: version, entropy: FixedEntropy(prefix: hex(v.a)))
+            #expect(try pinProtocol.decapsulate(peer) == hex(kdf), "ECDH then kdf, protocol \(version)")
+        }
+        #expect(
+            PinUvAuthProtocolVersion.one.authenticate(key: hex(v.kdfOne), message: message) == hex(v.authenticateOne)
+        )
+        #expect(
+            PinUvAuthProtocolVersion.two.authenticate(key: hex(v.kdfTwo), message: message) == hex(v.authenticateTwo)
+        )
+        let one = try PinUvAuthProtocolVersion.one.encrypt(
+            key: hex(v.kdfOne),
+            plaintext: plaintext,
+            entropy: FixedEntropy(prefix: [])
+        )
+        #expect(one == hex(v.encryptOne))
+        let iv = Array(UInt8(0xA0)..<UInt8(0xB0))
+        let two = try PinUvAuthProtocolVersion.two.encrypt(
+            key: hex(v.kdfTwo),
+            plaintext: plaintext,
+            entropy: FixedEntropy(prefix: iv)
+        )
+        #expect(two == hex(v.encryptTwo))
+        #expect(
+            try PinUvAuthProtocolVersion.one.decrypt(key: hex(v.kdfOne), ciphertext: hex(v.encryptOne)) == plaintext
+        )
+        #expect(
+            try PinUvAuthProtocolVersion.two.decrypt(key: hex(v.kdfTwo), ciphertext: hex(v.encryptTwo)) == plaintext
+        )
+    }
+}
+
+/// Entropy that hands out `prefix` first, then zero bytes: a chosen key
+/// agreement scalar or IV.
+final class FixedEntropy: EntropySource {
+    private let remaining: Mutex<[UInt8]>
+
+    init(prefix: [UInt8]) { remaining = Mutex(prefix) }
+
+    func bytes(count: Int) -> [UInt8] {
+        let taken = remaining.withLock { remaining in
+            defer { remaining.removeFirst(min(count, remaining.count)) }
+            return Array(remaining.prefix(count))
+        }
+        return taken + [UInt8](repeating: 0, count: count - taken.count)
     }
 }

@@ -2,6 +2,8 @@
 // ClientPin with PinProtocolV1 and V2 and a Fido2Client that requires user
 // verification, and sends every CTAP2 message to this test, which answers from
 // an in-process authenticator. A client that shares no code with latchkey.
+// Tests/python/credman_config_client.py does the same with python-fido2's
+// CredentialManagement and Config classes.
 
 import Foundation
 import Testing
@@ -20,6 +22,26 @@ struct PythonPinClientTests {
         #expect(output.contains("DONE 26 checks"), "\(output)")
         #expect(calls > 30, "the client really talked to the key")
         #expect(try await key.pinRetries().0 == 8)
+    }
+
+    @Test("python-fido2's CredentialManagement and Config (protocols One and Two) work against the key")
+    func pythonCredentialManagementAndConfig() async throws {
+        let key = TestKey()
+        let (exitCode, output, calls) = try await runPythonClient(script: "credman_config_client.py") { request in
+            await key.authenticator.handleCBOR(request)
+        }
+        #expect(exitCode == 0, "credman_config_client.py said: \(output)")
+        #expect(output.contains("DONE 54 checks"), "\(output)")
+        #expect(calls > 60, "the client really talked to the key")
+        // What the script left behind, read here rather than taken on its word:
+        // every credential deleted, alwaysUv off again, minPINLength 6 and the
+        // forced change done with the PIN it chose.
+        #expect(try key.store.credentialCount() == 0)
+        let info = try await key.info()
+        #expect(try info.required(0x0D, "minPINLength").intValue() == 6)
+        #expect(try info.required(0x0C, "forcePINChange").boolValue() == false)
+        #expect(try info.required(0x04, "options").mapValue()[text: "alwaysUv"] == false)
+        #expect(try await key.pinToken("654321", protocol: 2, permissions: 0x04, rpId: nil).0 == .ok)
     }
 }
 

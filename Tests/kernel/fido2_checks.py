@@ -23,7 +23,6 @@ import argparse
 import hashlib
 import os
 import sys
-import traceback
 
 from fido2.client import DefaultClientDataCollector, Fido2Client, UserInteraction
 from fido2.cose import ES256
@@ -36,42 +35,11 @@ from fido2.webauthn import (
     UserVerificationRequirement,
 )
 
+from checks import RESULTS, check, log
 import rp
 
 ORIGIN = "https://example.com"
 RP_ID = "example.com"
-
-RESULTS: dict[str, bool] = {}
-
-
-def log(*args) -> None:
-    print("#", *args, file=sys.stderr, flush=True)
-
-
-def check(name: str, *requires: str):
-    """Runs the decorated function at once as the check `name`; a check fails when it
-    raises, or when a check it requires did not pass."""
-
-    def run(fn):
-        missing = [r for r in requires if not RESULTS.get(r)]
-        if missing:
-            RESULTS[name] = False
-            print(f"FAIL\t{name}\tprerequisite failed: {', '.join(missing)}", flush=True)
-            return fn
-        try:
-            detail = fn()
-        except Exception as e:  # noqa: BLE001 - every failure is reported, never raised
-            RESULTS[name] = False
-            log(f"{name}:")
-            for line in traceback.format_exc().rstrip().splitlines():
-                log("   ", line)
-            print(f"FAIL\t{name}\t{type(e).__name__}: {e}".replace("\n", " "), flush=True)
-            return fn
-        RESULTS[name] = True
-        print(f"PASS\t{name}" + (f" ({detail})" if detail else ""), flush=True)
-        return fn
-
-    return run
 
 
 class AutoUser(UserInteraction):

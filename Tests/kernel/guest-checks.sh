@@ -3,14 +3,19 @@
 # ../shared/rig/run.sh): the real latchkeyd against a real Linux kernel's uhid,
 # hidraw and vhci-hcd, with real FIDO clients.
 #
-#   guest-checks.sh --bin DIR [--suite base|chromium] [--artifacts DIR]
+#   guest-checks.sh --bin DIR [--suite base|chromium] [--only GROUPS] [--artifacts DIR]
 #
 #   --bin DIR         where latchkeyd and latchkeyctl are (built on the host)
 #   --artifacts DIR   copy the daemons' debug logs (and Chromium's) there at the end
 #                     (a directory in the share, so that the host keeps them)
 #   --suite base      (default) uhid, then USB/IP: fido2-token -L/-I,
 #                     fido2-cred -M/-V (ES256, resident, EdDSA), fido2-assert -G/-V,
-#                     python-fido2 (Fido2Client + Fido2Server, Ctap1/U2F)
+#                     python-fido2 (Fido2Client + Fido2Server, Ctap1/U2F), then
+#                     CTAP 2.1 with a PIN (ctap21_checks.py: fido2-token -I/-S/-C/
+#                     -L -r/-L -k/-D, ssh-keygen -t ed25519-sk -O resident and -K)
+#   --only GROUPS     base suite: run only these groups of checks ("tools python
+#                     ctap21"; default all), for iterating on one of them. The
+#                     daemons' start and stop checks always run.
 #   --suite chromium  (chromium image) headless Chromium through chromedriver:
 #                     create() then get() on the uhid key, then on the USB/IP key
 #
@@ -23,10 +28,12 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 BIN=
 SUITE=base
 ARTIFACTS=
+ONLY=
 while [ $# -gt 0 ]; do
     case "$1" in
         --bin) BIN=$2; shift ;;
         --suite) SUITE=$2; shift ;;
+        --only) ONLY=$2; shift ;;
         --artifacts) ARTIFACTS=$2; shift ;;
         *) echo "guest-checks.sh: unknown argument $1" >&2; exit 2 ;;
     esac
@@ -73,6 +80,9 @@ collect() {
         esac
     done
 }
+
+# want GROUP: whether --only lets the group run
+want() { [ -z "$ONLY" ] || [[ " $ONLY " == *" $1 "* ]]; }
 
 # on an early exit: the `timeout` wrappers pass SIGTERM on to the daemon and the driver
 cleanup() {
@@ -271,6 +281,26 @@ python_checks() {
     note "python-fido2 checks took $(since "$t")"
 }
 
+# ctap21_checks DEV: CTAP 2.1 with a PIN through libfido2's tools, ssh-keygen and
+# python-fido2 (one python process); leaves the key with a PIN
+ctap21_checks() {
+    local t rc
+    t=$(now)
+    if ! command -v ssh-keygen > /dev/null; then
+        fail "$LABEL: ssh-keygen is in the guest (openssh-client, kernel-tests.sh's GUEST_PACKAGES)"
+    fi
+    (cd "$HERE" && timeout 600 python3 ctap21_checks.py --device "$1" --label "$LABEL") \
+        > "$WORK/$LABEL-ctap21.out" 2> "$WORK/$LABEL-ctap21.err"
+    rc=$?
+    collect < "$WORK/$LABEL-ctap21.out"
+    if [ "$rc" != 0 ]; then
+        indent "$WORK/$LABEL-ctap21.err" | tail -n 150
+    fi
+    # a crash part-way would leave later checks unreported: that is a failure too
+    grep -q '^DONE' "$WORK/$LABEL-ctap21.out" || fail "$LABEL: ctap21_checks.py ran to its end (exit $rc)"
+    note "CTAP 2.1 checks took $(since "$t")"
+}
+
 # ---- uhid --------------------------------------------------------------------------
 
 # uhid_start: a latchkeyd whose key is a uhid device; sets UHID_NODE, UHID_AAGUID
@@ -305,23 +335,28 @@ uhid_start() {
 suite_base() {
     uhid_start
     if [ -n "$UHID_NODE" ]; then
-        fido2_tool_checks "$UHID_NODE" "$UHID_AAGUID"
-        python_checks "$UHID_NODE" "$UHID_AAGUID"
-        if ctl --json credentials list --key default > "$WORK/creds.json" 2>&1 \
-            && [ "$(json "$WORK/creds.json" "$CREDS")" -ge 2 ]; then
-            pass "uhid: the control API lists the discoverable credentials ($(json "$WORK/creds.json" "$CREDS"))"
-        else
-            fail "uhid: the control API lists the discoverable credentials"
-            indent "$WORK/creds.json"
+        want tools && fido2_tool_checks "$UHID_NODE" "$UHID_AAGUID"
+        want python && python_checks "$UHID_NODE" "$UHID_AAGUID"
+        if want tools && want python; then
+            if ctl --json credentials list --key default > "$WORK/creds.json" 2>&1 \
+                && [ "$(json "$WORK/creds.json" "$CREDS")" -ge 2 ]; then
+                pass "uhid: the control API lists the discoverable credentials ($(json "$WORK/creds.json" "$CREDS"))"
+            else
+                fail "uhid: the control API lists the discoverable credentials"
+                indent "$WORK/creds.json"
+            fi
         fi
+        # last: it sets a PIN, which the checks above do without
+        want ctap21 && ctap21_checks "$UHID_NODE"
     fi
     stop_daemon "$UHID_NODE"
     log_problems
 
     usbip_start
     if [ -n "$USBIP_NODE" ]; then
-        fido2_tool_checks "$USBIP_NODE" "$USBIP_AAGUID"
-        python_checks "$USBIP_NODE" "$USBIP_AAGUID"
+        want tools && fido2_tool_checks "$USBIP_NODE" "$USBIP_AAGUID"
+        want python && python_checks "$USBIP_NODE" "$USBIP_AAGUID"
+        want ctap21 && ctap21_checks "$USBIP_NODE"
     fi
     usbip_stop
 }
