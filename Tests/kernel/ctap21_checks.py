@@ -25,7 +25,10 @@ that ssh-keygen -Y sign/verify use; ssh-keygen -t ed25519-sk -O resident makes a
 resident key with the PIN (OpenSSH demands the credProtect extension for that);
 -L -r lists the relying parties and -L -k the credentials of one, as python-fido2's
 CredentialManagement sees them; ssh-keygen -K recovers the resident key (same
-public key); fido2-token -D -i deletes a credential.
+public key); fido2-cred -M -h -c 3 makes an hmac-secret credential with
+credProtect 3 (fido2-cred -V checks both were signed); fido2-assert -G -h -v gives
+a stable hmac-secret per salt, the one python-fido2 gets with a PIN token, and
+without UV the credential cannot be used; fido2-token -D -i deletes a credential.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from checks import RESULTS, check, log
 
 PIN, NEW_PIN = "4321", "87654321"
 RP_ID = "kernel.latchkey.test"
+HMAC_RP_ID = "hmac.latchkey.test"
 SSH_APPLICATION = "ssh:"
 P = ClientPin.PERMISSION
 RM = CredentialManagement.RESULT
@@ -365,6 +369,83 @@ def main() -> int:
         want = sorted([state["py_ssh_pub"]] + ([state["ssh_pub"]] if RESULTS.get(name_ssh) else []))
         assert recovered == want, f"recovered {recovered} ({[f.name for f in out.iterdir()]}), expected {want}"
         return f"{len(recovered)} key(s)" + ("" if RESULTS.get(name_ssh) else "; ssh-keygen -O resident made none")
+
+    name_hmac_cred = (f"{p}fido2-cred -M -h -c 3 makes an hmac-secret credential with credProtect 3; "
+                      "fido2-cred -V -h -c 3 verifies both were signed")
+
+    @check(name_hmac_cred, name_change)
+    def _():
+        param, cred = work / "hmac.param", work / "hmac.cred"
+        param.write_text(f"{b64(os.urandom(32))}\n{HMAC_RP_ID}\nhmac-user\n{b64(os.urandom(16))}\n")
+        # A non-resident credential needs no PIN (makeCredUvNotRqd); give one in case libfido2 asks.
+        code, text, _ = run_tty(["fido2-cred", "-M", "-h", "-c", "3", "-i", str(param), "-o", str(cred), dev,
+                                 "es256"], [NEW_PIN])
+        assert code == 0, f"fido2-cred -M exited {code}: {text[-300:]!r}"
+        verified = subprocess.run(["fido2-cred", "-V", "-h", "-c", "3", "-i", str(cred), "es256"],
+                                  capture_output=True, text=True, timeout=60)
+        log("fido2-cred -V -h -c 3:", verified.stdout.strip(), verified.stderr.strip())
+        assert verified.returncode == 0, f"fido2-cred -V -h -c 3 exited {verified.returncode}: {verified.stderr}"
+        lines = verified.stdout.splitlines()
+        state["hmac_cred_id"] = base64.b64decode(lines[0])
+        (work / "hmac.pem").write_text("\n".join(lines[1:]) + "\n")
+        return f"credential id of {len(state['hmac_cred_id'])} bytes"
+
+    def fido2_assert_hmac(salt: bytes, uv: bool) -> tuple[int, list[str], str]:
+        (work / "hmac.assert.param").write_text(
+            f"{b64(os.urandom(32))}\n{HMAC_RP_ID}\n{b64(state['hmac_cred_id'])}\n{b64(salt)}\n")
+        argv = ["fido2-assert", "-G", "-h", "-p"] + (["-v"] if uv else []) + [
+            "-i", str(work / "hmac.assert.param"), "-o", str(work / "hmac.assert"), dev]
+        code, text, _ = run_tty(argv, [NEW_PIN] if uv else [])
+        lines = (work / "hmac.assert").read_text().splitlines() if code == 0 else []
+        return code, lines, text
+
+    name_hmac_assert = (f"{p}fido2-assert -G -h -v returns the same 32-byte hmac-secret for the same salt, "
+                        "another for another salt; fido2-assert -V -h -v verifies the assertion")
+
+    @check(name_hmac_assert, name_hmac_cred)
+    def _():
+        salt, other = os.urandom(32), os.urandom(32)
+        outputs = []
+        for s in (salt, salt, other):
+            code, lines, text = fido2_assert_hmac(s, uv=True)
+            assert code == 0, f"fido2-assert -G -h -v exited {code}: {text[-300:]!r}"
+            assert len(lines) == 5, f"expected cdh, rp, authdata, sig, hmac: {lines}"
+            outputs.append(base64.b64decode(lines[4]))
+        assert len(outputs[0]) == 32, f"hmac-secret of {len(outputs[0])} bytes"
+        assert outputs[0] == outputs[1], "the same salt gave two outputs"
+        assert outputs[2] != outputs[0], "another salt gave the same output"
+        verified = subprocess.run(["fido2-assert", "-V", "-h", "-v", "-p", "-i", str(work / "hmac.assert"),
+                                   str(work / "hmac.pem"), "es256"], capture_output=True, text=True, timeout=60)
+        assert verified.returncode == 0, f"fido2-assert -V -h -v exited {verified.returncode}: {verified.stderr}"
+        state["hmac_salt"], state["hmac_uv_output"] = salt, outputs[0]
+
+    name_hmac_python = (f"{p}python-fido2's hmac-secret with a PIN token (UV) gives what fido2-assert gave "
+                        "for the same credential and salt")
+
+    @check(name_hmac_python, name_hmac_assert)
+    def _():
+        with Key(dev) as ctap:
+            client_pin = ClientPin(ctap, PinProtocolV2())
+            key_agreement, shared_secret = client_pin._get_shared_secret()
+            salt_enc = client_pin.protocol.encrypt(shared_secret, state["hmac_salt"])
+            token = client_pin.get_pin_token(NEW_PIN, P.GET_ASSERTION, HMAC_RP_ID)
+            cdh = os.urandom(32)
+            assertion = ctap.get_assertion(
+                HMAC_RP_ID, cdh, [{"type": "public-key", "id": state["hmac_cred_id"]}],
+                extensions={"hmac-secret": {1: key_agreement, 2: salt_enc,
+                                            3: client_pin.protocol.authenticate(shared_secret, salt_enc), 4: 2}},
+                pin_uv_param=client_pin.protocol.authenticate(token, cdh), pin_uv_protocol=2)
+        assert assertion.auth_data.is_user_verified()
+        output = client_pin.protocol.decrypt(shared_secret, assertion.auth_data.extensions["hmac-secret"])
+        assert output == state["hmac_uv_output"], "python-fido2 and libfido2 disagree on hmac-secret"
+
+    name_hmac_protected = f"{p}without UV fido2-assert -G -h cannot use the credProtect-3 credential"
+
+    @check(name_hmac_protected, name_hmac_cred)
+    def _():
+        code, _, text = fido2_assert_hmac(os.urandom(32), uv=False)
+        assert code != 0, "an assertion without user verification used a credProtect 3 credential"
+        return f"fido2-assert exited {code}"
 
     name_delete = f"{p}fido2-token -D -i deletes the credential; credentialManagement no longer has it"
 
