@@ -25,6 +25,7 @@ let package = Package(
         .library(name: "CTAP", targets: ["CTAP"]),
         .library(name: "LatchkeyStore", targets: ["LatchkeyStore"]),
         .library(name: "USBIP", targets: ["USBIP"]),
+        .library(name: "LatchkeySystem", targets: ["LatchkeySystem"]),
         .executable(name: "latchkeyd", targets: ["latchkeyd"]),
         .executable(name: "latchkeyctl", targets: ["latchkeyctl"]),
     ],
@@ -56,8 +57,11 @@ let package = Package(
         .target(name: "CTAP", dependencies: ["CBOR", "LatchkeyCrypto"], swiftSettings: strict),
         .target(name: "USBIP", swiftSettings: strict),
 
+        // The one system-call wrapper (EINTR, errno) the I/O targets share.
+        .target(name: "LatchkeySystem", swiftSettings: strict),
+
         // Transports: the kernel's uhid device (system calls live here and in the daemon).
-        .target(name: "LatchkeyUHID", dependencies: ["CLinuxHID"], swiftSettings: strict),
+        .target(name: "LatchkeyUHID", dependencies: ["CLinuxHID", "LatchkeySystem"], swiftSettings: strict),
 
         // Crypto over OpenSSL libcrypto.
         .target(name: "LatchkeyCrypto", dependencies: ["COpenSSL"], swiftSettings: strict),
@@ -65,7 +69,9 @@ let package = Package(
         // Durable credential store (SQLite through GRDB).
         .target(
             name: "LatchkeyStore",
-            dependencies: ["CTAP", "CBOR", "LatchkeyCrypto", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: [
+                "CTAP", "CBOR", "LatchkeyCrypto", "LatchkeySystem", .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             swiftSettings: strict
         ),
 
@@ -95,7 +101,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "latchkeyctl",
-            dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["LatchkeySystem", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: strict
         ),
 

@@ -25,6 +25,7 @@ let package = Package(
                 // getAssertion/usbip: the bench's USB/IP host speaks the daemon's wire types.
                 .product(name: "USBIP", package: root),
                 .product(name: "CTAPHID", package: root),
+                .product(name: "LatchkeySystem", package: root),
             ]
         ),
     ]

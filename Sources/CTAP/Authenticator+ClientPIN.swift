@@ -262,7 +262,7 @@ extension Authenticator {
 
     /// decapsulate(keyAgreement): a key that is not a P-256 point is
     /// CTAP1_ERR_INVALID_PARAMETER.
-    private func decapsulate(_ keyAgreement: CBORValue, _ version: PinUvAuthProtocolVersion) throws(CTAPStatus)
+    func decapsulate(_ keyAgreement: CBORValue, _ version: PinUvAuthProtocolVersion) throws(CTAPStatus)
         -> [UInt8]
     {
         do {

@@ -30,6 +30,8 @@ extension Authenticator {
         if request.options.up == false { throw .invalidOption }
         if request.pinUvAuthParam == nil, request.options.uv == true { throw .invalidOption }
         let discoverable = request.options.rk ?? false
+        // §12.3: largeBlobKey's only value is true.
+        if request.extensions.largeBlobKey == false { throw .invalidOption }
 
         // Step 6: with alwaysUv every credential needs a pinUvAuthToken
         // (latchkey has no built-in UV to fall back on).
@@ -53,12 +55,23 @@ extension Authenticator {
             )
             flags.insert(.userVerified)
         }
+        let userVerified = flags.contains(.userVerified)
+
+        // hmac-secret-mc (CTAP 2.2 §12.7) goes with hmac-secret; its inputs
+        // are checked before anything asks the user for a touch.
+        let mcSalts = try request.extensions.hmacSecretMakeCredential.map { input throws(CTAPStatus) in
+            try checkHmacSecret(input)
+        }
 
         // Step 12: excludeList. The touch comes before the answer, so that a
-        // page cannot probe for credentials without the user noticing.
+        // page cannot probe for credentials without the user noticing. A
+        // credential that needs user verification is invisible without it
+        // (credProtect, §12.1).
         let rpIdHash = SHA256.hash(Array(request.rp.id.utf8))
         for descriptor in request.excludeList where descriptor.type == "public-key" {
-            if try findCredential(id: descriptor.id, rpIdHash: rpIdHash) != nil {
+            if let excluded = try findCredential(id: descriptor.id, rpIdHash: rpIdHash),
+                excluded.credProtect.permits(userVerified: userVerified, listed: true)
+            {
                 try await collectPresence(PresenceRequest(operation: .excludedCredential, rpId: request.rp.id))
                 throw .credentialExcluded
             }
@@ -83,49 +96,85 @@ extension Authenticator {
             if !replacing && count >= configuration.maxDiscoverableCredentials { throw .keyStoreFull }
         }
 
-        // Step 14: the key pair and its credential ID.
+        // Step 14: the key pair, its extension data and its credential ID.
+        let extensions = request.extensions
+        let credProtect = extensions.credProtect ?? .optional
+        // §12.2: a credBlob too long to keep is refused (output false), not
+        // truncated.
+        let credBlob = extensions.credBlob.flatMap { $0.count <= Self.maxCredBlobLength ? $0 : nil }
         let privateKey = try signing("generating a key") { () throws(CryptoError) in
             try CredentialPrivateKey.generate(algorithm, entropy: entropy)
         }
         let credentialId: [UInt8]
         let counterScope: [UInt8]
+        var largeBlobKey: [UInt8]?
+        let found: FoundCredential
         if discoverable {
             credentialId = entropy.bytes(count: 32)
             counterScope = credentialId
+            // §12.3: a large-blob key only for a discoverable credential (the
+            // large-blob array is found through credentialManagement).
+            if extensions.largeBlobKey == true { largeBlobKey = entropy.bytes(count: 32) }
             let credential = StoredCredential(
                 id: credentialId, rpId: request.rp.id, rpIdHash: rpIdHash, rpName: request.rp.name,
                 userId: request.user.id, userName: request.user.name, userDisplayName: request.user.displayName,
-                algorithm: algorithm.rawValue, privateKey: privateKey.rawRepresentation
+                algorithm: algorithm.rawValue, privateKey: privateKey.rawRepresentation,
+                credProtect: credProtect.rawValue,
+                credRandom: extensions.hmacSecret ? entropy.bytes(count: 64) : nil,
+                credBlob: credBlob, largeBlobKey: largeBlobKey
             )
             // Durable before the answer leaves (DESIGN.md, "Nothing is lost").
-            _ = try storing("saving a credential") { () throws(StoreError) in try store.save(credential) }
+            let stored = try storing("saving a credential") { () throws(StoreError) in try store.save(credential) }
+            found = FoundCredential(id: credentialId, privateKey: privateKey, stored: stored)
         } else {
+            let wrapped = WrappedCredential(
+                privateKey: privateKey, credProtect: credProtect.rawValue, hmacSecret: extensions.hmacSecret,
+                credBlob: credBlob
+            )
             credentialId = try signing("wrapping a credential") { () throws(CryptoError) in
-                try wrapper.wrap(
-                    WrappedCredential(privateKey: privateKey, credProtect: 1), rpIdHash: rpIdHash, entropy: entropy
-                )
+                try wrapper.wrap(wrapped, rpIdHash: rpIdHash, entropy: entropy)
             }
             counterScope = []
+            found = FoundCredential(id: credentialId, privateKey: privateKey, wrapped: wrapped)
         }
         let signCount = try storing("taking a signature counter") { () throws(StoreError) in
             try store.nextSignatureCounter(scope: counterScope)
         }
 
+        // Extension outputs in authenticatorData, for the extensions asked for.
+        var outputs: [(String, CBORValue)] = []
+        if extensions.credBlob != nil { outputs.append((ExtensionIdentifier.credBlob, .boolean(credBlob != nil))) }
+        if let level = extensions.credProtect { outputs.append((ExtensionIdentifier.credProtect, .int(Int(level.rawValue)))) }
+        if extensions.hmacSecret {
+            outputs.append((ExtensionIdentifier.hmacSecret, .boolean(true)))
+            if let mcSalts, let credRandom = credRandom(of: found, userVerified: userVerified) {
+                outputs.append(
+                    (ExtensionIdentifier.hmacSecretMakeCredential, .bytes(try evaluateHmacSecret(mcSalts, credRandom: credRandom)))
+                )
+            }
+        }
+        // §12.4: only RPs setMinPINLength named may learn the minimum.
+        if extensions.minPinLength, try minPinLengthRPIDs().contains(request.rp.id) {
+            outputs.append((ExtensionIdentifier.minPinLength, .int(try minPINLength())))
+        }
+
         let authData = AuthenticatorData(
             rpIdHash: rpIdHash, flags: flags, signCount: signCount,
-            attestedCredential: (configuration.aaguid, credentialId, privateKey.publicCOSEKey)
+            attestedCredential: (configuration.aaguid, credentialId, privateKey.publicCOSEKey),
+            extensions: outputs.isEmpty ? nil : .textMap(outputs)
         ).bytes
 
         // Step 16: the attestation statement.
         let signed = authData + request.clientDataHash
         switch configuration.attestation {
         case .none:
-            return MakeCredentialResponse(fmt: "none", authData: authData, attStmt: .map([]))
+            return MakeCredentialResponse(fmt: "none", authData: authData, attStmt: .map([]), largeBlobKey: largeBlobKey)
         case .selfAttestation:
             let sig = try signing("self attestation") { () throws(CryptoError) in try privateKey.signature(for: signed) }
             return MakeCredentialResponse(
                 fmt: "packed", authData: authData,
-                attStmt: .textMap([("alg", .int(algorithm.rawValue)), ("sig", .bytes(sig))])
+                attStmt: .textMap([("alg", .int(algorithm.rawValue)), ("sig", .bytes(sig))]),
+                largeBlobKey: largeBlobKey
             )
         case .batch:
             guard let identity = configuration.attestationIdentity else {
@@ -140,7 +189,8 @@ extension Authenticator {
                 attStmt: .textMap([
                     ("alg", .int(COSEAlgorithm.es256.rawValue)), ("sig", .bytes(sig)),
                     ("x5c", .array(identity.certificateChain.map { .bytes($0) })),
-                ])
+                ]),
+                largeBlobKey: largeBlobKey
             )
         }
     }
@@ -161,6 +211,10 @@ extension Authenticator {
         if request.options.rk != nil { throw .unsupportedOption }
         if request.pinUvAuthParam == nil, request.options.uv == true { throw .invalidOption }
         let userPresence = request.options.up ?? true
+        if request.extensions.largeBlobKey == false { throw .invalidOption }
+        // hmac-secret is bound to a touch: a silent assertion cannot carry it
+        // (as OpenSK answers).
+        if request.extensions.hmacSecret != nil, !userPresence { throw .unsupportedOption }
 
         // Before step 6: with alwaysUv every assertion needs a pinUvAuthToken
         // (latchkey has no built-in UV to fall back on).
@@ -176,15 +230,31 @@ extension Authenticator {
             )
             flags.insert(.userVerified)
         }
+        let userVerified = flags.contains(.userVerified)
+
+        // The extensions every assertion of the sequence answers; the
+        // hmac-secret inputs are checked before the user is asked for a touch.
+        let extensions = AssertionExtensionRequest(
+            hmacSecret: try request.extensions.hmacSecret.map { input throws(CTAPStatus) in
+                try checkHmacSecret(input)
+            },
+            credBlob: request.extensions.credBlob,
+            largeBlobKey: request.extensions.largeBlobKey == true
+        )
 
         // Step 7: locate credentials; with an allowList the first match,
         // without one every discoverable credential for the RP, newest first.
+        // credProtect hides what needs user verification (§12.1).
         let rpIdHash = SHA256.hash(Array(request.rpId.utf8))
         var found: FoundCredential?
         var others: [StoredCredential] = []
         if request.allowList.isEmpty {
             var stored = try storing("listing credentials") { () throws(StoreError) in
                 try store.credentials(rpIdHash: rpIdHash)
+            }
+            stored.removeAll {
+                !(CredentialProtection(rawValue: $0.credProtect) ?? .required)
+                    .permits(userVerified: userVerified, listed: false)
             }
             if !stored.isEmpty {
                 let newest = stored.removeFirst()
@@ -193,7 +263,9 @@ extension Authenticator {
             }
         } else {
             for descriptor in request.allowList where descriptor.type == "public-key" {
-                if let credential = try findCredential(id: descriptor.id, rpIdHash: rpIdHash) {
+                if let credential = try findCredential(id: descriptor.id, rpIdHash: rpIdHash),
+                    credential.credProtect.permits(userVerified: userVerified, listed: true)
+                {
                     found = credential
                     break
                 }
@@ -212,13 +284,14 @@ extension Authenticator {
         }
 
         var response = try assertion(
-            for: credential, rpIdHash: rpIdHash, flags: flags, clientDataHash: request.clientDataHash
+            for: credential, rpIdHash: rpIdHash, flags: flags, extensions: extensions,
+            clientDataHash: request.clientDataHash
         )
         if !others.isEmpty {
             response.numberOfCredentials = others.count + 1
             pendingAssertions = PendingAssertions(
                 remaining: others, clientDataHash: request.clientDataHash, rpIdHash: rpIdHash, flags: flags,
-                lastAt: clock.milliseconds
+                extensions: extensions, lastAt: clock.milliseconds
             )
         }
         return response
@@ -243,7 +316,8 @@ extension Authenticator {
             throw .notAllowed
         }
         return try assertion(
-            for: credential, rpIdHash: pending.rpIdHash, flags: pending.flags, clientDataHash: pending.clientDataHash
+            for: credential, rpIdHash: pending.rpIdHash, flags: pending.flags, extensions: pending.extensions,
+            clientDataHash: pending.clientDataHash
         )
     }
 
@@ -252,13 +326,19 @@ extension Authenticator {
         for credential: FoundCredential,
         rpIdHash: [UInt8],
         flags: AuthenticatorDataFlags,
+        extensions: AssertionExtensionRequest,
         clientDataHash: [UInt8]
     ) throws(CTAPStatus) -> GetAssertionResponse {
+        let outputs = try assertionExtensionOutputs(
+            extensions, for: credential, userVerified: flags.contains(.userVerified)
+        )
         let scope = credential.stored == nil ? [] : credential.id
         let signCount = try storing("taking a signature counter") { () throws(StoreError) in
             try store.nextSignatureCounter(scope: scope)
         }
-        let authData = AuthenticatorData(rpIdHash: rpIdHash, flags: flags, signCount: signCount).bytes
+        let authData = AuthenticatorData(
+            rpIdHash: rpIdHash, flags: flags, signCount: signCount, extensions: outputs
+        ).bytes
         let signature = try signing("signing an assertion") { () throws(CryptoError) in
             try credential.privateKey.signature(for: authData + clientDataHash)
         }
@@ -269,7 +349,8 @@ extension Authenticator {
                 .cbor(identifying: flags.contains(.userVerified))
         }
         return GetAssertionResponse(
-            credential: CredentialDescriptor(id: credential.id), authData: authData, signature: signature, user: user
+            credential: CredentialDescriptor(id: credential.id), authData: authData, signature: signature, user: user,
+            largeBlobKey: extensions.largeBlobKey ? credential.stored?.largeBlobKey : nil
         )
     }
 
@@ -277,15 +358,15 @@ extension Authenticator {
 
     func getInfo() throws(CTAPStatus) -> GetInfoResponse {
         let stored = try storing("counting credentials") { () throws(StoreError) in try store.credentialCount() }
-        // FIDO_2_1 needs more than latchkey has yet (§6.4 versions: among
-        // others the credProtect extension, and with setMinPINLength the
-        // minPinLength extension); until then the key says FIDO_2_0. The 2.1
-        // options below are read by clients on their own, whatever the versions.
-        var versions = ["FIDO_2_0"]
+        // FIDO_2_1 (§6.4): clientPIN with pinUvAuthToken, credential
+        // management, authenticatorConfig, large blobs and the extensions
+        // credProtect and (with setMinPINLength) minPinLength all work.
+        var versions = ["FIDO_2_0", "FIDO_2_1"]
         let alwaysUv = try alwaysUv()
         if configuration.u2fAvailable && !alwaysUv { versions.insert("U2F_V2", at: 0) }
         return GetInfoResponse(
             versions: versions,
+            extensions: ExtensionIdentifier.supported,
             aaguid: configuration.aaguid,
             options: [
                 ("rk", true), ("up", true), ("plat", false), ("clientPin", try storedPIN() != nil),
@@ -301,7 +382,8 @@ extension Authenticator {
             forcePINChange: try forcePINChange(),
             minPINLength: try minPINLength(),
             firmwareVersion: configuration.firmwareVersion,
-            maxRPIDsForSetMinPINLength: 0,
+            maxCredBlobLength: Self.maxCredBlobLength,
+            maxRPIDsForSetMinPINLength: configuration.maxRPIDsForSetMinPINLength,
             remainingDiscoverableCredentials: max(0, configuration.maxDiscoverableCredentials - stored)
         )
     }
@@ -334,6 +416,7 @@ extension Authenticator {
 /// | key  | name                             |
 /// |------|----------------------------------|
 /// | 0x01 | versions                         |
+/// | 0x02 | extensions                       |
 /// | 0x03 | aaguid                           |
 /// | 0x04 | options                          |
 /// | 0x05 | maxMsgSize                       |
@@ -345,10 +428,12 @@ extension Authenticator {
 /// | 0x0C | forcePINChange                   |
 /// | 0x0D | minPINLength                     |
 /// | 0x0E | firmwareVersion                  |
+/// | 0x0F | maxCredBlobLength                |
 /// | 0x10 | maxRPIDsForSetMinPINLength       |
 /// | 0x14 | remainingDiscoverableCredentials |
 public struct GetInfoResponse: Sendable {
     public var versions: [String]
+    public var extensions: [String]
     public var aaguid: [UInt8]
     public var options: [(String, Bool)]
     public var maxMsgSize: Int
@@ -361,7 +446,7 @@ public struct GetInfoResponse: Sendable {
     public var forcePINChange: Bool
     public var minPINLength: Int
     public var firmwareVersion: UInt64
-    /// 0: setMinPINLength keeps no RP IDs (no minPinLength extension).
+    public var maxCredBlobLength: Int
     public var maxRPIDsForSetMinPINLength: Int
     public var remainingDiscoverableCredentials: Int
 
@@ -369,6 +454,7 @@ public struct GetInfoResponse: Sendable {
     public func encode(into out: inout [UInt8]) {
         CBORValue.intMap([
             (0x01, .array(versions.map { .text($0) })),
+            (0x02, .array(extensions.map { .text($0) })),
             (0x03, .bytes(aaguid)),
             (0x04, .textMap(options.map { ($0.0, .boolean($0.1)) })),
             (0x05, .int(maxMsgSize)),
@@ -380,6 +466,7 @@ public struct GetInfoResponse: Sendable {
             (0x0C, .boolean(forcePINChange)),
             (0x0D, .int(minPINLength)),
             (0x0E, .unsigned(firmwareVersion)),
+            (0x0F, .int(maxCredBlobLength)),
             (0x10, .int(maxRPIDsForSetMinPINLength)),
             (0x14, .int(remainingDiscoverableCredentials)),
         ]).encode(into: &out)

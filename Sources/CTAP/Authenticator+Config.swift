@@ -55,9 +55,11 @@ extension Authenticator {
             throw .pinPolicyViolation
         }
         let newMinPINLength = Int(requested)
-        // maxRPIDsForSetMinPINLength is 0: latchkey has no minPinLength
-        // extension, so it keeps no RP IDs.
-        if let rpIds = request.minPinLengthRPIDs, !rpIds.isEmpty { throw .keyStoreFull }
+        // More RP IDs than maxRPIDsForSetMinPINLength: KEY_STORE_FULL, before
+        // anything changes.
+        if let rpIds = request.minPinLengthRPIDs, rpIds.count > configuration.maxRPIDsForSetMinPINLength {
+            throw .keyStoreFull
+        }
         // A change can only be forced on a PIN that exists.
         let pin = try storedPIN()
         if request.forceChangePin == true, pin == nil { throw .pinNotSet }
@@ -67,6 +69,8 @@ extension Authenticator {
             try store.setSecret([UInt8(newMinPINLength)], named: PINSecret.minLength)
             if forceChange { try store.setSecret([1], named: PINSecret.forceChange) }
         }
+        // The list replaces the previous one (minPinLength extension, §12.4).
+        if let rpIds = request.minPinLengthRPIDs { try setMinPinLengthRPIDs(rpIds) }
     }
 
     /// §6.11's checks before a subcommand runs. A key protected by a PIN, or

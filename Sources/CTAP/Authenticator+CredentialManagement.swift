@@ -120,6 +120,8 @@ extension Authenticator {
         response.credentialID = CredentialDescriptor(id: credential.id)
         response.publicKey = key.publicCOSEKey
         response.credProtect = Int(credential.credProtect)
+        // §6.8.4: the key, so that a platform can find the credential's blob.
+        response.largeBlobKey = credential.largeBlobKey
         return response
     }
 

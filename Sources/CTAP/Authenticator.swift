@@ -33,6 +33,9 @@ public struct AuthenticatorConfiguration: Sendable {
     /// The minimum PIN length in Unicode code points (CTAP 2.1 §6.4
     /// minPINLength; the spec's default and floor is 4).
     public var minPINLength: Int
+    /// How many RP IDs setMinPINLength keeps for the minPinLength extension
+    /// (getInfo maxRPIDsForSetMinPINLength).
+    public var maxRPIDsForSetMinPINLength: Int
 
     public init(
         aaguid: [UInt8],
@@ -45,7 +48,8 @@ public struct AuthenticatorConfiguration: Sendable {
         getNextAssertionWindowMilliseconds: UInt64 = 30_000,
         firmwareVersion: UInt64 = 1,
         u2fEnabled: Bool = true,
-        minPINLength: Int = 4
+        minPINLength: Int = 4,
+        maxRPIDsForSetMinPINLength: Int = 8
     ) {
         precondition(aaguid.count == 16, "an AAGUID is 16 bytes")
         precondition((4...63).contains(minPINLength), "a minimum PIN length is 4 to 63 code points")
@@ -60,6 +64,7 @@ public struct AuthenticatorConfiguration: Sendable {
         self.firmwareVersion = firmwareVersion
         self.u2fEnabled = u2fEnabled
         self.minPINLength = minPINLength
+        self.maxRPIDsForSetMinPINLength = maxRPIDsForSetMinPINLength
     }
 
     /// Whether U2F is really available: enabled and with a certificate to sign with.
@@ -227,14 +232,15 @@ public actor Authenticator {
     func findCredential(id: [UInt8], rpIdHash: [UInt8]) throws(CTAPStatus) -> FoundCredential? {
         guard id.count <= Self.maxCredentialIdLength else { return nil }
         let cacheKey = rpIdHash + id
-        if id.count == CredentialWrapper.credentialIdLength {
-            if let key = keyCache[cacheKey] {
-                return FoundCredential(id: id, privateKey: key, stored: nil)
-            }
-            if let wrapped = wrapper.unwrap(id, rpIdHash: rpIdHash) {
-                keyCache[cacheKey] = wrapped.privateKey
-                return FoundCredential(id: id, privateKey: wrapped.privateKey, stored: nil)
-            }
+        let cached = keyCache[cacheKey]
+        if let cached, cached.fromWrappedId {
+            return FoundCredential(id: id, privateKey: cached.credential.privateKey, wrapped: cached.credential)
+        }
+        if cached == nil, CredentialWrapper.credentialIdLengths.contains(id.count),
+            let wrapped = wrapper.unwrap(id, rpIdHash: rpIdHash)
+        {
+            keyCache[cacheKey] = CachedCredentialKey(credential: wrapped, fromWrappedId: true)
+            return FoundCredential(id: id, privateKey: wrapped.privateKey, wrapped: wrapped)
         }
         // A stored credential is read every time: the control API may have
         // deleted or renamed it since.
@@ -243,7 +249,7 @@ public actor Authenticator {
                 try store.credential(id: id)
             }), stored.rpIdHash == rpIdHash
         else { return nil }
-        if let key = keyCache[cacheKey], key.rawRepresentation == stored.privateKey {
+        if let key = cached?.credential.privateKey, key.rawRepresentation == stored.privateKey {
             return FoundCredential(id: id, privateKey: key, stored: stored)
         }
         guard let algorithm = COSEAlgorithm(rawValue: stored.algorithm),
@@ -252,20 +258,22 @@ public actor Authenticator {
             diagnostics?("stored credential has an unusable key")
             throw .other
         }
-        keyCache[cacheKey] = key
+        keyCache[cacheKey] = CachedCredentialKey(
+            credential: WrappedCredential(privateKey: key, credProtect: stored.credProtect), fromWrappedId: false
+        )
         return FoundCredential(id: id, privateKey: key, stored: stored)
     }
 }
 
 /// A small first-in-first-out cache of credential keys by rpIdHash and ID.
 struct CredentialKeyCache {
-    private var entries: [[UInt8]: CredentialPrivateKey] = [:]
+    private var entries: [[UInt8]: CachedCredentialKey] = [:]
     private var order: [[UInt8]] = []
     let capacity: Int
 
     init(capacity: Int) { self.capacity = capacity }
 
-    subscript(key: [UInt8]) -> CredentialPrivateKey? {
+    subscript(key: [UInt8]) -> CachedCredentialKey? {
         get { entries[key] }
         set {
             guard let newValue else {
@@ -286,12 +294,30 @@ struct CredentialKeyCache {
     }
 }
 
+/// A key in the cache: for a wrapped ID, everything the ID carried; for a
+/// stored credential, the imported key alone (the record is read each time).
+struct CachedCredentialKey {
+    var credential: WrappedCredential
+    var fromWrappedId: Bool
+}
+
 /// A credential located for an operation.
 struct FoundCredential: Sendable {
     var id: [UInt8]
     var privateKey: CredentialPrivateKey
     /// The stored record, for discoverable credentials.
     var stored: StoredCredential?
+    /// What the ID carried, for non-discoverable credentials.
+    var wrapped: WrappedCredential?
+
+    /// The credProtect level; a stored value this version does not know is
+    /// treated as the strictest.
+    var credProtect: CredentialProtection {
+        CredentialProtection(rawValue: stored?.credProtect ?? wrapped?.credProtect ?? 1) ?? .required
+    }
+
+    /// The credBlob it was made with.
+    var credBlob: [UInt8]? { stored?.credBlob ?? wrapped?.credBlob }
 }
 
 /// What getNextAssertion needs from the getAssertion that started a sequence.
@@ -300,5 +326,6 @@ struct PendingAssertions: Sendable {
     var clientDataHash: [UInt8]
     var rpIdHash: [UInt8]
     var flags: AuthenticatorDataFlags
+    var extensions: AssertionExtensionRequest
     var lastAt: UInt64
 }

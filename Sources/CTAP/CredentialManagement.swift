@@ -82,6 +82,7 @@ public struct CredentialManagementRequest: Sendable {
 /// | 0x08 | publicKey                                    | COSE_Key |
 /// | 0x09 | totalCredentials                             | unsigned |
 /// | 0x0A | credProtect                                  | unsigned |
+/// | 0x0B | largeBlobKey                                 | bytes |
 public struct CredentialManagementResponse: Sendable {
     public var existingResidentCredentialsCount: Int?
     public var maxPossibleRemainingResidentCredentialsCount: Int?
@@ -93,6 +94,7 @@ public struct CredentialManagementResponse: Sendable {
     public var publicKey: CBORValue?
     public var totalCredentials: Int?
     public var credProtect: Int?
+    public var largeBlobKey: [UInt8]?
 
     public init() {}
 
@@ -116,6 +118,7 @@ public struct CredentialManagementResponse: Sendable {
         if let publicKey { entries.append((0x08, publicKey)) }
         if let totalCredentials { entries.append((0x09, .int(totalCredentials))) }
         if let credProtect { entries.append((0x0A, .int(credProtect))) }
+        if let largeBlobKey { entries.append((0x0B, .bytes(largeBlobKey))) }
         guard !entries.isEmpty else { return }
         CBORValue.intMap(entries).encode(into: &out)
     }

@@ -28,6 +28,15 @@ public struct StoredCredential: Sendable, Equatable {
     public var privateKey: [UInt8]
     /// The credProtect level (1, 2 or 3) the credential was made with.
     public var credProtect: UInt8
+    /// hmac-secret's CredRandom, when the credential was made with it: the
+    /// value used with user verification (32 bytes) then the one without
+    /// (32 bytes). Secret; persistent stores encrypt it at rest.
+    public var credRandom: [UInt8]?
+    /// The credBlob extension's bytes (at most maxCredBlobLength).
+    public var credBlob: [UInt8]?
+    /// The largeBlobKey extension's key (32 bytes). Secret; persistent stores
+    /// encrypt it at rest.
+    public var largeBlobKey: [UInt8]?
     /// Creation order, assigned by the store on `save`: larger is newer.
     public var sequence: Int64
 
@@ -42,6 +51,9 @@ public struct StoredCredential: Sendable, Equatable {
         algorithm: Int,
         privateKey: [UInt8],
         credProtect: UInt8 = 1,
+        credRandom: [UInt8]? = nil,
+        credBlob: [UInt8]? = nil,
+        largeBlobKey: [UInt8]? = nil,
         sequence: Int64 = 0
     ) {
         self.id = id
@@ -54,6 +66,9 @@ public struct StoredCredential: Sendable, Equatable {
         self.algorithm = algorithm
         self.privateKey = privateKey
         self.credProtect = credProtect
+        self.credRandom = credRandom
+        self.credBlob = credBlob
+        self.largeBlobKey = largeBlobKey
         self.sequence = sequence
     }
 }

@@ -3,7 +3,22 @@
 // (DESIGN.md, "Discoverable credentials live in the store"). Nothing is stored
 // for such a credential; a reset replaces the secret, which invalidates them.
 //
-// Layout (63 bytes): version 0x01 | nonce (12) | sealed(alg, credProtect, key[32]) (34) | tag (16)
+// Layouts (version byte first, then nonce (12), then the sealed fields, then
+// the GCM tag (16)):
+//
+// | version | sealed fields                                                 | ID length |
+// |---------|---------------------------------------------------------------|-----------|
+// | 0x01    | alg (1) credProtect (1) key (32)                              | 63        |
+// | 0x02    | alg (1) credProtect (1) flags (1) key (32) credBlob (0...32)  | 64...96   |
+//
+// Version 2 adds the extensions a non-discoverable credential carries with
+// it: flags bit 0 is hmac-secret, and credBlob rides at the end. Version 1
+// IDs, issued before extensions existed, are still accepted.
+//
+// hmac-secret's CredRandom for these credentials is derived, not stored:
+// HMAC-SHA-256 under a key derived from the wrapping secret, over the
+// private key and whether the user was verified (two independent values, as
+// CTAP 2.1 §12.5 asks), so a reset changes it along with every wrapped ID.
 
 public import LatchkeyCrypto
 
@@ -13,21 +28,43 @@ public struct WrappedCredential: Sendable {
     public var privateKey: CredentialPrivateKey
     /// The credProtect level it was made with.
     public var credProtect: UInt8
+    /// Whether it was made with hmac-secret.
+    public var hmacSecret: Bool
+    /// The credBlob it was made with.
+    public var credBlob: [UInt8]?
+
+    public init(privateKey: CredentialPrivateKey, credProtect: UInt8, hmacSecret: Bool = false, credBlob: [UInt8]? = nil) {
+        self.privateKey = privateKey
+        self.credProtect = credProtect
+        self.hmacSecret = hmacSecret
+        self.credBlob = credBlob
+    }
 }
 
 /// Seals and opens non-discoverable credential IDs.
 public struct CredentialWrapper: Sendable {
-    static let version: UInt8 = 0x01
-    /// The length of every wrapped credential ID.
-    public static let credentialIdLength = 1 + 12 + 34 + 16
+    static let version1: UInt8 = 0x01
+    static let version2: UInt8 = 0x02
+    static let nonceLength = 12
+    static let tagLength = 16
+    static let keyLength = 32
+    /// The longest credBlob a wrapped ID carries (getInfo maxCredBlobLength).
+    public static let maxCredBlobLength = 32
+    /// The ID lengths this wrapper issues and opens.
+    public static let credentialIdLengths = 63...(64 + maxCredBlobLength)
     static let domain = Array("latchkey/wrapped-credential/v1".utf8)
+    static let credRandomInfo = Array("latchkey/cred-random/v1".utf8)
 
     private let key: [UInt8]
+    private let credRandomKey: [UInt8]
 
     /// A wrapper using the 32-byte wrapping secret.
     public init(secret: [UInt8]) {
         precondition(secret.count == 32, "the wrapping secret is 32 bytes")
         key = secret
+        credRandomKey = HKDFSHA256.deriveKey(
+            inputKeyMaterial: secret, salt: [], info: Self.credRandomInfo, outputByteCount: 32
+        )
     }
 
     /// A credential ID that only this key can open, and only for `rpIdHash`.
@@ -36,31 +73,55 @@ public struct CredentialWrapper: Sendable {
         rpIdHash: [UInt8],
         entropy: any EntropySource
     ) throws(CryptoError) -> [UInt8] {
-        let nonce = entropy.bytes(count: 12)
+        let credBlob = credential.credBlob ?? []
+        precondition(credBlob.count <= Self.maxCredBlobLength, "a wrapped credBlob has at most 32 bytes")
+        let nonce = entropy.bytes(count: Self.nonceLength)
         let tag: UInt8 = credential.privateKey.algorithm == .es256 ? 1 : 2
-        let plaintext = [tag, credential.credProtect] + credential.privateKey.rawRepresentation
+        let flags: UInt8 = credential.hmacSecret ? 0x01 : 0x00
+        let plaintext = [tag, credential.credProtect, flags] + credential.privateKey.rawRepresentation + credBlob
         let sealed = try AES256GCM.seal(plaintext, key: key, nonce: nonce, authenticating: Self.domain + rpIdHash)
-        return [Self.version] + nonce + sealed
+        return [Self.version2] + nonce + sealed
     }
 
     /// The credential inside `credentialId`, or nil when it is not one of ours
     /// for `rpIdHash` (wrong length, version, relying party or key).
     public func unwrap(_ credentialId: [UInt8], rpIdHash: [UInt8]) -> WrappedCredential? {
-        guard credentialId.count == Self.credentialIdLength, credentialId[0] == Self.version else { return nil }
-        let nonce = Array(credentialId[1..<13])
-        let sealed = Array(credentialId[13...])
+        guard Self.credentialIdLengths.contains(credentialId.count) else { return nil }
+        let version = credentialId[0]
+        guard version == Self.version1 || version == Self.version2 else { return nil }
+        let nonce = Array(credentialId[1...Self.nonceLength])
+        let sealed = Array(credentialId[(1 + Self.nonceLength)...])
         guard
-            let plaintext = try? AES256GCM.open(sealed, key: key, nonce: nonce, authenticating: Self.domain + rpIdHash),
-            plaintext.count == 34
+            let plaintext = try? AES256GCM.open(sealed, key: key, nonce: nonce, authenticating: Self.domain + rpIdHash)
         else { return nil }
+        let headerLength = version == Self.version1 ? 2 : 3
+        guard plaintext.count >= headerLength + Self.keyLength else { return nil }
+        if version == Self.version1, plaintext.count != headerLength + Self.keyLength { return nil }
         let algorithm: COSEAlgorithm
         switch plaintext[0] {
         case 1: algorithm = .es256
         case 2: algorithm = .edDSA
         default: return nil
         }
-        guard let key = try? CredentialPrivateKey(algorithm: algorithm, rawRepresentation: Array(plaintext[2...]))
+        let keyEnd = headerLength + Self.keyLength
+        guard
+            let key = try? CredentialPrivateKey(
+                algorithm: algorithm, rawRepresentation: Array(plaintext[headerLength..<keyEnd])
+            )
         else { return nil }
-        return WrappedCredential(privateKey: key, credProtect: plaintext[1])
+        let flags = version == Self.version1 ? 0 : plaintext[2]
+        let credBlob = Array(plaintext[keyEnd...])
+        return WrappedCredential(
+            privateKey: key, credProtect: plaintext[1], hmacSecret: flags & 0x01 != 0,
+            credBlob: credBlob.isEmpty ? nil : credBlob
+        )
+    }
+
+    /// hmac-secret's CredRandom for a wrapped credential: one value with user
+    /// verification and an independent one without (CTAP 2.1 §12.5).
+    public func credRandom(for privateKey: CredentialPrivateKey, userVerified: Bool) -> [UInt8] {
+        HMACSHA256.authenticationCode(
+            key: credRandomKey, message: [userVerified ? 1 : 0] + privateKey.rawRepresentation
+        )
     }
 }

@@ -18,7 +18,7 @@ public struct GetAssertionRequest: Sendable {
     public var rpId: String
     public var clientDataHash: [UInt8]
     public var allowList: [CredentialDescriptor]
-    public var extensions: [CBORMapEntry]
+    public var extensions: GetAssertionExtensions
     public var options: AuthenticatorOptions
     public var pinUvAuthParam: [UInt8]?
     public var pinUvAuthProtocol: UInt64?
@@ -29,7 +29,7 @@ public struct GetAssertionRequest: Sendable {
         rpId = try map.required(0x01, "rpId").textValue("rpId")
         clientDataHash = try map.required(0x02, "clientDataHash").bytesValue("clientDataHash")
         allowList = try map[int: 0x03].map { list throws(CBORError) in try descriptors(list, "allowList") } ?? []
-        extensions = try map[int: 0x04]?.mapValue("extensions").entries ?? []
+        extensions = try GetAssertionExtensions(entries: map[int: 0x04]?.mapValue("extensions").entries ?? [])
         options = try AuthenticatorOptions(cbor: map[int: 0x05])
         pinUvAuthParam = try map[int: 0x06]?.bytesValue("pinUvAuthParam")
         pinUvAuthProtocol = try map[int: 0x07]?.unsignedValue("pinUvAuthProtocol")
@@ -45,12 +45,14 @@ public struct GetAssertionRequest: Sendable {
 /// | 0x03 | signature           | bytes |
 /// | 0x04 | user                | map, for discoverable credentials |
 /// | 0x05 | numberOfCredentials | unsigned, first response only, when > 1 |
+/// | 0x07 | largeBlobKey        | bytes, with the largeBlobKey extension |
 public struct GetAssertionResponse: Sendable {
     public var credential: CredentialDescriptor
     public var authData: [UInt8]
     public var signature: [UInt8]
     public var user: CBORValue?
     public var numberOfCredentials: Int?
+    public var largeBlobKey: [UInt8]?
 
     /// Appends the response map.
     public func encode(into out: inout [UInt8]) {
@@ -59,6 +61,7 @@ public struct GetAssertionResponse: Sendable {
         ]
         if let user { entries.append((0x04, user)) }
         if let numberOfCredentials { entries.append((0x05, .int(numberOfCredentials))) }
+        if let largeBlobKey { entries.append((0x07, .bytes(largeBlobKey))) }
         CBORValue.intMap(entries).encode(into: &out)
     }
 }

@@ -22,7 +22,7 @@ public struct MakeCredentialRequest: Sendable {
     public var user: UserEntity
     public var pubKeyCredParams: [CredentialParameters]
     public var excludeList: [CredentialDescriptor]
-    public var extensions: [CBORMapEntry]
+    public var extensions: MakeCredentialExtensions
     public var options: AuthenticatorOptions
     public var pinUvAuthParam: [UInt8]?
     public var pinUvAuthProtocol: UInt64?
@@ -41,7 +41,7 @@ public struct MakeCredentialRequest: Sendable {
         }
         pubKeyCredParams = parameters
         excludeList = try map[int: 0x05].map { list throws(CBORError) in try descriptors(list, "excludeList") } ?? []
-        extensions = try map[int: 0x06]?.mapValue("extensions").entries ?? []
+        extensions = try MakeCredentialExtensions(entries: map[int: 0x06]?.mapValue("extensions").entries ?? [])
         options = try AuthenticatorOptions(cbor: map[int: 0x07])
         pinUvAuthParam = try map[int: 0x08]?.bytesValue("pinUvAuthParam")
         pinUvAuthProtocol = try map[int: 0x09]?.unsignedValue("pinUvAuthProtocol")
@@ -56,14 +56,18 @@ public struct MakeCredentialRequest: Sendable {
 /// | 0x01 | fmt      | text |
 /// | 0x02 | authData | bytes |
 /// | 0x03 | attStmt  | map |
+/// | 0x05 | largeBlobKey | bytes, with the largeBlobKey extension |
 public struct MakeCredentialResponse: Sendable {
     public var fmt: String
     public var authData: [UInt8]
     public var attStmt: CBORValue
+    public var largeBlobKey: [UInt8]?
 
     /// Appends the response map.
     public func encode(into out: inout [UInt8]) {
-        CBORValue.intMap([(0x01, .text(fmt)), (0x02, .bytes(authData)), (0x03, attStmt)]).encode(into: &out)
+        var entries: [(Int, CBORValue)] = [(0x01, .text(fmt)), (0x02, .bytes(authData)), (0x03, attStmt)]
+        if let largeBlobKey { entries.append((0x05, .bytes(largeBlobKey))) }
+        CBORValue.intMap(entries).encode(into: &out)
     }
 }
 

@@ -149,8 +149,11 @@ extension Authenticator {
         } catch {
             throw .unknown
         }
-        // U2F signs with P-256 only.
-        guard let credential, credential.privateKey.p256 != nil else { throw .wrongData }
+        // U2F signs with P-256 only, and cannot verify the user: a credential
+        // made with credProtect userVerificationRequired is not usable here.
+        guard let credential, credential.privateKey.p256 != nil,
+            credential.credProtect.permits(userVerified: false, listed: true)
+        else { throw .wrongData }
 
         let flags: AuthenticatorDataFlags
         switch apdu.p1 {

@@ -22,9 +22,18 @@ final class USBIPServer: Sendable {
         var closeAttached: (@Sendable () -> Void)?
     }
 
+    /// Connections served at once; more are closed at accept, so that a
+    /// local process opening sockets in a loop cannot exhaust descriptors.
+    static let maxConnections = 64
+    /// How long a connection may stay without importing a key. An imported
+    /// key may be idle for hours; a connection that never imports only
+    /// holds a slot.
+    static let importTimeout = TimeAmount.seconds(30)
+
     let listen: ListenAddress
     let logger: Logger
     private let group: MultiThreadedEventLoopGroup
+    private let connections = Atomic<Int>(0)
     private let entries = Mutex<(next: UInt32, byBusID: [String: Entry])>((1, [:]))
     private let channel = Mutex<(any Channel)?>(nil)
 
@@ -52,7 +61,8 @@ final class USBIPServer: Sendable {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
+                guard server.admit(channel) else { return channel.close() }
+                return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(USBIPConnectionHandler(server: server))
                 }
             }
@@ -66,6 +76,23 @@ final class USBIPServer: Sendable {
         }
         return server
     }
+
+    /// Counts a new connection in, or refuses it beyond `maxConnections`.
+    private func admit(_ channel: any Channel) -> Bool {
+        let count = connections.add(1, ordering: .relaxed).newValue
+        channel.closeFuture.whenComplete { _ in self.connections.subtract(1, ordering: .relaxed) }
+        guard count <= Self.maxConnections else {
+            logger.warning(
+                "USB/IP connection refused: \(Self.maxConnections) connections are open",
+                metadata: ["peer": "\(channel.remoteAddress.map { "\($0)" } ?? "?")"]
+            )
+            return false
+        }
+        return true
+    }
+
+    /// Connections open now.
+    var connectionCount: Int { connections.load(ordering: .relaxed) }
 
     /// The port actually bound (differs from the configured one when that was 0).
     var boundPort: Int? { channel.withLock { $0?.localAddress?.port } }
@@ -159,6 +186,13 @@ final class USBIPConnectionHandler: ChannelInboundHandler {
     func channelActive(context: ChannelHandlerContext) {
         logger[metadataKey: "peer"] = "\(context.remoteAddress.map { "\($0)" } ?? "?")"
         logger.debug("USB/IP connection")
+        let channel = context.channel
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        context.eventLoop.scheduleTask(in: USBIPServer.importTimeout) {
+            guard handler.value.attached == nil, channel.isActive else { return }
+            handler.value.logger.info("USB/IP connection closed: no key imported within \(USBIPServer.importTimeout.nanoseconds / 1_000_000_000) s")
+            channel.close(promise: nil)
+        }
         context.fireChannelActive()
     }
 

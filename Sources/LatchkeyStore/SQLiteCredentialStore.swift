@@ -110,6 +110,11 @@ public final class SQLiteCredentialStore: CredentialStore {
             context: credential.id,
             what: "the private key of a new credential"
         )
+        let sealedCredRandom = try sealOptional(credential.credRandom, .credRandom, credential.id, "CredRandom")
+        let sealedCredBlob = try sealOptional(credential.credBlob, .credBlob, credential.id, "credBlob")
+        let sealedLargeBlobKey = try sealOptional(
+            credential.largeBlobKey, .largeBlobKey, credential.id, "largeBlobKey"
+        )
         return try write("save a credential") { db in
             // CTAP 2.1 §6.1.2 step 18: a new credential for the same account
             // replaces the old one (an ID clash replaces too).
@@ -128,13 +133,16 @@ public final class SQLiteCredentialStore: CredentialStore {
             try db.execute(
                 sql: """
                     INSERT INTO credential (id, rpId, rpIdHash, rpName, userId, userName, userDisplayName,
-                                            algorithm, sealedPrivateKey, credProtect)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                            algorithm, sealedPrivateKey, credProtect,
+                                            sealedCredRandom, sealedCredBlob, sealedLargeBlobKey)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     Data(credential.id), credential.rpId, Data(credential.rpIdHash), credential.rpName,
                     Data(credential.userId), credential.userName, credential.userDisplayName,
                     credential.algorithm, Data(sealedPrivateKey), Int(credential.credProtect),
+                    sealedCredRandom.map { Data($0) }, sealedCredBlob.map { Data($0) },
+                    sealedLargeBlobKey.map { Data($0) },
                 ]
             )
             var stored = credential
@@ -287,7 +295,8 @@ public final class SQLiteCredentialStore: CredentialStore {
 
     private static let credentialColumns = """
         id, rpId, rpIdHash, rpName, userId, userName, userDisplayName,
-        algorithm, sealedPrivateKey, credProtect, sequence
+        algorithm, sealedPrivateKey, credProtect, sequence,
+        sealedCredRandom, sealedCredBlob, sealedLargeBlobKey
         """
 
     private func fetchCredentials(
@@ -340,8 +349,35 @@ public final class SQLiteCredentialStore: CredentialStore {
             algorithm: algorithm,
             privateKey: privateKey,
             credProtect: credProtect,
+            credRandom: try openOptional(columns.optionalBlob("sealedCredRandom"), .credRandom, id, "CredRandom"),
+            credBlob: try openOptional(columns.optionalBlob("sealedCredBlob"), .credBlob, id, "credBlob"),
+            largeBlobKey: try openOptional(
+                columns.optionalBlob("sealedLargeBlobKey"), .largeBlobKey, id, "largeBlobKey"
+            ),
             sequence: try columns.integer("sequence")
         )
+    }
+
+    /// Seals an optional per-credential value under the credential's ID.
+    private func sealOptional(
+        _ value: [UInt8]?,
+        _ domain: Sealer.Domain,
+        _ id: [UInt8],
+        _ what: String
+    ) throws(StoreError) -> [UInt8]? {
+        guard let value else { return nil }
+        return try sealer.seal(value, domain, context: id, what: "the \(what) of a new credential")
+    }
+
+    /// Opens an optional per-credential value sealed by `sealOptional`.
+    private func openOptional(
+        _ sealed: [UInt8]?,
+        _ domain: Sealer.Domain,
+        _ id: [UInt8],
+        _ what: String
+    ) throws(StoreError) -> [UInt8]? {
+        guard let sealed else { return nil }
+        return try sealer.open(sealed, domain, context: id, what: "the \(what) of a credential in \(path)")
     }
 
     /// Removes a scope's persisted counter and its in-memory state (which
@@ -429,6 +465,14 @@ private struct RowReader {
         switch value(column).storage {
         case .null: return nil
         case .string(let text): return text
+        default: throw corrupt(column)
+        }
+    }
+
+    func optionalBlob(_ column: String) throws(StoreError) -> [UInt8]? {
+        switch value(column).storage {
+        case .null: return nil
+        case .blob(let data): return [UInt8](data)
         default: throw corrupt(column)
         }
     }

@@ -45,6 +45,17 @@ enum Schema {
                     """
             )
         }
+        migrator.registerMigration("v2") { db in
+            // Extension data (CTAP 2.1 §12), each value sealed like the
+            // private key; NULL when the credential was made without it.
+            try db.execute(
+                sql: """
+                    ALTER TABLE credential ADD COLUMN sealedCredRandom BLOB;
+                    ALTER TABLE credential ADD COLUMN sealedCredBlob BLOB;
+                    ALTER TABLE credential ADD COLUMN sealedLargeBlobKey BLOB;
+                    """
+            )
+        }
         return migrator
     }
 }

@@ -12,6 +12,9 @@ struct Sealer: Sendable {
     /// What a sealed value is; the raw value starts the associated data.
     enum Domain: String {
         case credential = "latchkey/credential/v1"
+        case credRandom = "latchkey/credential-cred-random/v1"
+        case credBlob = "latchkey/credential-cred-blob/v1"
+        case largeBlobKey = "latchkey/credential-large-blob-key/v1"
         case secret = "latchkey/secret/v1"
         case keyCheck = "latchkey/key-check/v1"
     }

@@ -17,7 +17,7 @@ extension StoreError {
         line: Int = #line
     ) -> StoreError {
         if let error = error as? StoreError { return error }
-        if let error = error as? SystemCallError { return error.storeError(action, file: file, line: line) }
+        if let error = error as? PathCallError { return error.storeError(action, file: file, line: line) }
         guard let error = error as? DatabaseError else {
             return StoreError(.io, "\(action) in \(path): \(type(of: error))", file: file, line: line)
         }

@@ -1,13 +1,14 @@
-// The store's system calls: one wrapper that retries EINTR and reports the
-// call's name and errno, and the few file operations the store needs (the
-// exclusive lock file, creating a file 0600, fsync of a directory, asking
-// whether a filesystem is full). Model: swift-nio `NIOPosix/System.swift`.
+// The store's system calls, through LatchkeySystem's wrapper (EINTR retried)
+// with the path each worked on added to the error, and the few file
+// operations the store needs (the exclusive lock file, creating a file 0600,
+// fsync of a directory, asking whether a filesystem is full).
 
 import CTAP
 import Glibc
+import LatchkeySystem
 
 /// A failed system call: its name, the path it worked on and `errno`.
-struct SystemCallError: Error, CustomStringConvertible {
+struct PathCallError: Error, CustomStringConvertible {
     var call: String
     var path: String
     var errno: Int32
@@ -27,47 +28,45 @@ struct SystemCallError: Error, CustomStringConvertible {
 /// Thin wrappers over the system calls the store makes.
 enum Posix {
     /// Runs `body` until it returns something other than -1 with `errno`
-    /// EINTR; a -1 with any other `errno` becomes a `SystemCallError`.
+    /// EINTR; a -1 with any other `errno` becomes a `PathCallError`.
     @discardableResult
     static func call<Result: FixedWidthInteger & SignedInteger>(
         _ name: String,
         path: String,
         _ body: () -> Result
-    ) throws(SystemCallError) -> Result {
-        while true {
-            let result = body()
-            if result != -1 { return result }
-            let error = Glibc.errno
-            if error != EINTR { throw SystemCallError(call: name, path: path, errno: error) }
+    ) throws(PathCallError) -> Result {
+        do {
+            return try SystemCall.run(name, body)
+        } catch {
+            throw PathCallError(call: name, path: path, errno: error.errno)
         }
     }
 
-    /// Closes a descriptor. Linux frees the descriptor even when close
-    /// fails, so EINTR must not be retried and errors are only for the log.
+    /// Closes a descriptor (never retried; see SystemCall.close).
     static func close(_ descriptor: Int32) {
-        _ = Glibc.close(descriptor)
+        SystemCall.close(descriptor)
     }
 
-    static func open(_ path: String, _ flags: Int32, mode: mode_t = 0) throws(SystemCallError) -> Int32 {
+    static func open(_ path: String, _ flags: Int32, mode: mode_t = 0) throws(PathCallError) -> Int32 {
         try call("open", path: path) { Glibc.open(path, flags | O_CLOEXEC, mode) }
     }
 
-    static func fstat(_ descriptor: Int32, path: String) throws(SystemCallError) -> stat {
+    static func fstat(_ descriptor: Int32, path: String) throws(PathCallError) -> stat {
         var status = stat()
         try call("fstat", path: path) { Glibc.fstat(descriptor, &status) }
         return status
     }
 
-    static func fchmod(_ descriptor: Int32, _ mode: mode_t, path: String) throws(SystemCallError) {
+    static func fchmod(_ descriptor: Int32, _ mode: mode_t, path: String) throws(PathCallError) {
         try call("fchmod", path: path) { Glibc.fchmod(descriptor, mode) }
     }
 
-    static func fsync(_ descriptor: Int32, path: String) throws(SystemCallError) {
+    static func fsync(_ descriptor: Int32, path: String) throws(PathCallError) {
         try call("fsync", path: path) { Glibc.fsync(descriptor) }
     }
 
     /// Reads `count` bytes, or fewer at end of file.
-    static func read(_ descriptor: Int32, count: Int, path: String) throws(SystemCallError) -> [UInt8] {
+    static func read(_ descriptor: Int32, count: Int, path: String) throws(PathCallError) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: count)
         var filled = 0
         while filled < count {
@@ -83,7 +82,7 @@ enum Posix {
     }
 
     /// Writes every byte, looping over short writes.
-    static func writeAll(_ descriptor: Int32, _ bytes: [UInt8], path: String) throws(SystemCallError) {
+    static func writeAll(_ descriptor: Int32, _ bytes: [UInt8], path: String) throws(PathCallError) {
         var written = 0
         while written < bytes.count {
             written += try call("write", path: path) {
@@ -95,7 +94,7 @@ enum Posix {
     }
 
     /// Takes an exclusive `flock` without waiting (EWOULDBLOCK when held).
-    static func lockExclusively(_ descriptor: Int32, path: String) throws(SystemCallError) {
+    static func lockExclusively(_ descriptor: Int32, path: String) throws(PathCallError) {
         // `flock` names both the function and a struct; the type picks the function.
         let flockFunction: @convention(c) (CInt, CInt) -> CInt = flock
         try call("flock", path: path) { flockFunction(descriptor, LOCK_EX | LOCK_NB) }
@@ -109,7 +108,7 @@ enum Posix {
     }
 
     /// Makes the directory entry of a newly created file durable.
-    static func fsyncDirectory(of path: String) throws(SystemCallError) {
+    static func fsyncDirectory(of path: String) throws(PathCallError) {
         let directory = directory(of: path)
         let descriptor = try open(directory, O_RDONLY | O_DIRECTORY)
         defer { close(descriptor) }
@@ -119,7 +118,7 @@ enum Posix {
     /// Creates `path` as an empty regular file with `mode` when it does not
     /// exist (making its directory entry durable); tightens the mode of an
     /// existing file that grants group or other access.
-    static func createFileIfMissing(_ path: String, mode: mode_t) throws(SystemCallError) {
+    static func createFileIfMissing(_ path: String, mode: mode_t) throws(PathCallError) {
         do {
             let descriptor = try open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode: mode)
             defer { close(descriptor) }
@@ -132,7 +131,7 @@ enum Posix {
             defer { close(descriptor) }
             let status = try fstat(descriptor, path: path)
             guard status.st_mode & S_IFMT == S_IFREG else {
-                throw SystemCallError(call: "fstat", path: path, errno: EINVAL)
+                throw PathCallError(call: "fstat", path: path, errno: EINVAL)
             }
             if status.st_mode & 0o077 != 0 { try fchmod(descriptor, mode, path: path) }
         }

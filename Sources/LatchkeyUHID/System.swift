@@ -1,8 +1,9 @@
-// The uhid transport's system calls, all through one wrapper that retries
-// EINTR and turns a failure into a UHIDError carrying the call's name and
-// errno. Model: swift-nio `NIOPosix/System.swift`.
+// The uhid transport's system calls, all through LatchkeySystem's wrapper
+// (EINTR retried), each failure turned into a UHIDError carrying the call's
+// name and errno.
 
 import Glibc
+import LatchkeySystem
 
 /// Thin wrappers over the system calls the transport makes.
 enum Posix {
@@ -17,12 +18,10 @@ enum Posix {
         line: Int = #line,
         _ body: () -> Result
     ) throws(UHIDError) -> Result {
-        while true {
-            let result = body()
-            if result != -1 { return result }
-            let error = Glibc.errno
-            if error == EINTR && retryingEINTR { continue }
-            throw systemCallError(name, errno: error, file: file, line: line)
+        do {
+            return try SystemCall.run(name, retryingInterrupts: retryingEINTR, body)
+        } catch {
+            throw systemCallError(name, errno: error.errno, file: file, line: line)
         }
     }
 
@@ -46,7 +45,7 @@ enum Posix {
     /// Closes a descriptor. Linux frees the descriptor even when close
     /// fails, so EINTR must not be retried, and the error is of no use.
     static func close(_ descriptor: Int32) {
-        _ = try? call("close", retryingEINTR: false) { Glibc.close(descriptor) }
+        SystemCall.close(descriptor)
     }
 
     /// Writes `bytes` in one `write()`, as uhid requires; a short write is

@@ -1,19 +1,9 @@
-// latchkeyctl's system calls: one wrapper that retries EINTR and reports the
-// call's name and errno, and the few socket operations an HTTP request over a
-// Unix socket needs. Model: swift-nio `NIOPosix/System.swift`, and
-// LatchkeyStore's `System.swift`.
+// latchkeyctl's system calls: the few socket operations an HTTP request over
+// a Unix socket needs, through LatchkeySystem's wrapper (EINTR retried,
+// failures as SystemCallError).
 
 import Glibc
-
-/// A failed system call: its name and `errno`.
-struct SystemCallError: Error, CustomStringConvertible {
-    var call: String
-    var errno: Int32
-
-    var description: String {
-        "\(call) failed: \(String(cString: strerror(errno))) (errno \(errno))"
-    }
-}
+import LatchkeySystem
 
 /// Thin wrappers over the system calls latchkeyctl makes.
 enum Posix {
@@ -24,18 +14,12 @@ enum Posix {
         _ name: String,
         _ body: () -> Result
     ) throws(SystemCallError) -> Result {
-        while true {
-            let result = body()
-            if result != -1 { return result }
-            let error = Glibc.errno
-            if error != EINTR { throw SystemCallError(call: name, errno: error) }
-        }
+        try SystemCall.run(name, body)
     }
 
-    /// Closes a descriptor. Linux frees the descriptor even when close
-    /// fails, so EINTR must not be retried.
+    /// Closes a descriptor (never retried; see SystemCall.close).
     static func close(_ descriptor: Int32) {
-        _ = Glibc.close(descriptor)
+        SystemCall.close(descriptor)
     }
 
     static func socketUnixStream() throws(SystemCallError) -> Int32 {

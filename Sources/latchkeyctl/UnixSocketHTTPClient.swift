@@ -5,6 +5,7 @@
 // into what latchkeyctl prints.
 
 import Glibc
+import LatchkeySystem
 
 /// One HTTP request.
 struct HTTPRequest {

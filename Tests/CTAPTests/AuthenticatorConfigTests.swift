@@ -60,14 +60,14 @@ struct AuthenticatorConfigTests {
         var options = try info.required(4, "options").mapValue()
         #expect(options[text: "alwaysUv"] == true)
         #expect(options[text: "makeCredUvNotRqd"] == false)
-        #expect(try info.required(1, "versions").arrayValue() == ["FIDO_2_0"], "no U2F under alwaysUv")
+        #expect(try info.required(1, "versions").arrayValue() == ["FIDO_2_0", "FIDO_2_1"], "no U2F under alwaysUv")
 
         #expect(try await key.config(0x02, token: token) == .ok)
         info = try await key.info()
         options = try info.required(4, "options").mapValue()
         #expect(options[text: "alwaysUv"] == false)
         #expect(options[text: "makeCredUvNotRqd"] == true)
-        #expect(try info.required(1, "versions").arrayValue() == ["U2F_V2", "FIDO_2_0"])
+        #expect(try info.required(1, "versions").arrayValue() == ["U2F_V2", "FIDO_2_0", "FIDO_2_1"])
     }
 
     @Test("alwaysUv: makeCredential and getAssertion need a token, U2F is off, reset restores the default")
@@ -126,7 +126,7 @@ struct AuthenticatorConfigTests {
         #expect(try await key.info().required(0x0C, "forcePINChange").boolValue() == false)
     }
 
-    @Test("setMinPINLength: never lower, at most 63, no RP IDs, forceChangePin needs a PIN")
+    @Test("setMinPINLength: never lower, at most 63, at most 8 RP IDs, forceChangePin needs a PIN")
     func setMinPINLengthErrors() async throws {
         let key = TestKey()
         #expect(try await key.config(0x03, .intMap([(1, 6)])) == .ok)
@@ -135,8 +135,10 @@ struct AuthenticatorConfigTests {
         #expect(try await key.config(0x03, .intMap([(1, 6)])) == .ok, "the same is fine")
         #expect(try await key.config(0x03, .intMap([])) == .ok, "absent keeps the current")
         #expect(try await key.config(0x03) == .ok, "no parameters at all")
-        #expect(try await key.config(0x03, .intMap([(2, .array(["example.com"]))])) == .keyStoreFull)
-        #expect(try await key.config(0x03, .intMap([(2, .array([]))])) == .ok, "an empty list asks for nothing")
+        let nine = (1...9).map { CBORValue.text("rp\($0).example") }
+        #expect(try await key.config(0x03, .intMap([(2, .array(nine))])) == .keyStoreFull)
+        #expect(try await key.config(0x03, .intMap([(2, .array(Array(nine.prefix(8))))])) == .ok)
+        #expect(try await key.config(0x03, .intMap([(2, .array([]))])) == .ok, "an empty list clears it")
         #expect(try await key.config(0x03, .intMap([(3, true)])) == .pinNotSet)
         #expect(try await key.config(0x03, .intMap([(1, "six")])) == .cborUnexpectedType)
         #expect(try await key.config(0x03, .intMap([(2, .array([1]))])) == .cborUnexpectedType)

@@ -336,7 +336,7 @@ struct ErrorPathTests {
     @Test("getInfo advertises exactly what the key does")
     func getInfo() async throws {
         let info = try #require(try await TestKey().send(.getInfo).1).mapValue()
-        #expect(try info.required(1, "versions").arrayValue() == ["U2F_V2", "FIDO_2_0"])
+        #expect(try info.required(1, "versions").arrayValue() == ["U2F_V2", "FIDO_2_0", "FIDO_2_1"])
         #expect(try info.required(3, "aaguid").bytesValue() == testAAGUID)
         let options = try info.required(4, "options").mapValue()
         #expect(options[text: "rk"] == true)
@@ -349,8 +349,12 @@ struct ErrorPathTests {
         #expect(options[text: "authnrCfg"] == true)
         #expect(options[text: "setMinPINLength"] == true)
         #expect(options[text: "makeCredUvNotRqd"] == true)
-        #expect(try info.required(0x10, "maxRPIDsForSetMinPINLength").intValue() == 0)
-        #expect(info[int: 2] == nil, "no extensions yet")
+        #expect(try info.required(0x10, "maxRPIDsForSetMinPINLength").intValue() == 8)
+        #expect(
+            try info.required(2, "extensions").arrayValue()
+                == ["credProtect", "hmac-secret", "hmac-secret-mc", "credBlob", "largeBlobKey", "minPinLength"]
+        )
+        #expect(try info.required(0x0F, "maxCredBlobLength").intValue() == 32)
         #expect(try info.required(6, "pinUvAuthProtocols").arrayValue() == [2, 1])
         #expect(try info.required(5, "maxMsgSize").intValue() == 7609)
         #expect(try info.required(9, "transports").arrayValue() == ["usb"])
@@ -358,6 +362,6 @@ struct ErrorPathTests {
         #expect(algorithms == [-7, -8])
 
         let u2fless = try #require(try await TestKey(u2f: false).send(.getInfo).1).mapValue()
-        #expect(try u2fless.required(1, "versions").arrayValue() == ["FIDO_2_0"])
+        #expect(try u2fless.required(1, "versions").arrayValue() == ["FIDO_2_0", "FIDO_2_1"])
     }
 }

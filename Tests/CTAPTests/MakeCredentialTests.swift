@@ -90,7 +90,7 @@ struct MakeCredentialTests {
         #expect(stored.rpId == "example.com")
         request.rk = false
         let wrapped = try await key.makeCredential(request)
-        #expect(wrapped.credentialId.count == CredentialWrapper.credentialIdLength)
+        #expect(wrapped.credentialId.count == 64)  // version 2, no credBlob
         #expect(try key.store.credentialCount() == 1)
     }
 

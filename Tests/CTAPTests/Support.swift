@@ -134,6 +134,7 @@ struct MakeCredentialBuilder {
     var pinUvAuthParam: [UInt8]? = nil
     var pinUvAuthProtocol: Int? = nil
     var enterpriseAttestation: Int? = nil
+    var extensions: [(String, CBORValue)] = []
 
     var cbor: CBORValue {
         var rp: [(String, CBORValue)] = [("id", .text(rpId))]
@@ -148,6 +149,7 @@ struct MakeCredentialBuilder {
         if !excludeList.isEmpty {
             entries.append((5, .array(excludeList.map { .textMap([("id", .bytes($0)), ("type", "public-key")]) })))
         }
+        if !extensions.isEmpty { entries.append((6, .textMap(extensions))) }
         var options: [(String, CBORValue)] = []
         if let rk { options.append(("rk", .boolean(rk))) }
         if let up { options.append(("up", .boolean(up))) }
@@ -169,12 +171,14 @@ struct GetAssertionBuilder {
     var uv: Bool? = nil
     var pinUvAuthParam: [UInt8]? = nil
     var pinUvAuthProtocol: Int? = nil
+    var extensions: [(String, CBORValue)] = []
 
     var cbor: CBORValue {
         var entries: [(Int, CBORValue)] = [(1, .text(rpId)), (2, .bytes(clientDataHash))]
         if !allowList.isEmpty {
             entries.append((3, .array(allowList.map { .textMap([("id", .bytes($0)), ("type", "public-key")]) })))
         }
+        if !extensions.isEmpty { entries.append((4, .textMap(extensions))) }
         var options: [(String, CBORValue)] = []
         if let rk { options.append(("rk", .boolean(rk))) }
         if let up { options.append(("up", .boolean(up))) }
@@ -198,6 +202,10 @@ struct MadeCredential {
     var credentialId: [UInt8]
     var publicKey: CBORMap
     var publicKeySPKI: [UInt8]
+    /// The extension outputs in authData (ED set).
+    var extensions: CBORMap?
+    /// largeBlobKey (0x05).
+    var largeBlobKey: [UInt8]?
 
     init(response: CBORValue, clientDataHash: [UInt8]) throws {
         let map = try response.mapValue()
@@ -211,7 +219,15 @@ struct MadeCredential {
         let length = Int(authData[53]) << 8 | Int(authData[54])
         credentialId = Array(authData[55..<55 + length])
         let (key, used) = try CBORDecoder().decodePrefix(Array(authData[(55 + length)...]))
-        #expect(55 + length + used == authData.count, "nothing after the public key without extensions")
+        if flags & 0x80 != 0 {
+            let rest = Array(authData[(55 + length + used)...])
+            let outputs = try CBORDecoder().decode(rest)
+            #expect(outputs.encoded() == rest, "extension outputs are canonical CBOR and end authData")
+            extensions = try outputs.mapValue()
+        } else {
+            #expect(55 + length + used == authData.count, "nothing after the public key without extensions")
+        }
+        largeBlobKey = try map[int: 5]?.bytesValue()
         publicKey = try key.mapValue()
         publicKeySPKI = try spki(cose: publicKey)
     }

@@ -355,7 +355,7 @@ struct SQLiteCredentialStoreTests {
         let migrations = try raw.read { db in
             try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations")
         }
-        #expect(migrations == ["v1"])
+        #expect(migrations == ["v1", "v2"])
         let journal = try raw.read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") }
         #expect(journal == "wal")
         try raw.close()
@@ -591,9 +591,9 @@ struct SQLiteCredentialStoreTests {
 
     @Test("ENOSPC and EDQUOT from a system call map to .full, other errno values to .io")
     func errnoMapping() {
-        #expect(SystemCallError(call: "write", path: "/x", errno: ENOSPC).storeError("w").code == .full)
-        #expect(SystemCallError(call: "write", path: "/x", errno: EDQUOT).storeError("w").code == .full)
-        let other = SystemCallError(call: "open", path: "/x/y", errno: EACCES).storeError("open it")
+        #expect(PathCallError(call: "write", path: "/x", errno: ENOSPC).storeError("w").code == .full)
+        #expect(PathCallError(call: "write", path: "/x", errno: EDQUOT).storeError("w").code == .full)
+        let other = PathCallError(call: "open", path: "/x/y", errno: EACCES).storeError("open it")
         #expect(other.code == .io)
         #expect(other.reason.contains("open(/x/y)") && other.reason.contains("errno \(EACCES)"))
     }

@@ -135,3 +135,50 @@ def test_libfido2_touch_probe_gets_pin_not_set(usb, key):
         4: [{"type": "public-key", "alg": -7}], 8: b""})
     answer, data = host.call(cid, raw.CBOR, request)
     assert (answer, data) == (raw.CBOR, b"\x35")
+
+
+def _closed_by_peer(sock, timeout: float) -> bool:
+    """Whether the server closes `sock` within `timeout` (EOF or reset)."""
+    sock.settimeout(timeout)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def test_connections_beyond_the_limit_are_refused_and_slots_come_back(daemon, key):
+    import socket
+    limit = 64
+    held = [socket.create_connection((HOST, daemon.port), timeout=5) for _ in range(limit)]
+    try:
+        extra = socket.create_connection((HOST, daemon.port), timeout=5)
+        assert _closed_by_peer(extra, 5), "the 65th connection is closed at accept"
+        extra.close()
+        assert "connections are open" in daemon.log_text()
+        for sock in held[:4]:
+            sock.close()
+        # Closed slots are counted out again: the device list answers.
+        wait_for(lambda: any(d.busid == key["usbip"]["busid"]
+                             for d in usbip.list_devices(HOST, daemon.port, timeout=2)),
+                 5, "a device list once slots are free")
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_a_connection_that_never_imports_is_closed_after_30_s(daemon, usb, key):
+    import socket
+    idle = socket.create_connection((HOST, daemon.port), timeout=5)
+    dev = usb.attach(key["usbip"]["busid"])  # an imported key is never timed out
+    try:
+        assert not _closed_by_peer(idle, 25), "closed too early"
+        assert _closed_by_peer(idle, 10), "an idle connection holds its slot forever"
+        usbip_hid.enumerate_fido_device(dev)
+        dev.start_input(2)
+        host = raw.HostChannels(dev)
+        cid = host.open_channel()
+        assert host.call(cid, raw.PING, b"still here") == (raw.PING, b"still here")
+    finally:
+        idle.close()

@@ -6,6 +6,7 @@
 
 import Foundation
 import Glibc
+import LatchkeySystem
 import Synchronization
 import USBIP
 
@@ -113,7 +114,7 @@ final class DaemonProcess {
         guard code != ENOENT else {
             throw BenchFailure("\(arguments[0]) (util-linux) is needed to tie latchkeyd's life to the bench's")
         }
-        guard code == 0 else { throw SystemCallError(call: "posix_spawnp(\(arguments[0]))", code: code) }
+        guard code == 0 else { throw SystemCallError(call: "posix_spawnp(\(arguments[0]))", errno: code) }
         return pid
     }
 

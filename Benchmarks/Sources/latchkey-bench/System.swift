@@ -3,14 +3,7 @@
 // something the bench did not expect), told in words.
 
 import Glibc
-
-/// A system call that failed: its name and errno.
-struct SystemCallError: Error, CustomStringConvertible {
-    var call: String
-    var code: Int32
-
-    var description: String { "\(call): \(String(cString: strerror(code))) (errno \(code))" }
-}
+import LatchkeySystem
 
 /// A failure that is no system call's: a bad command line, or a peer (the daemon, its USB/IP
 /// server, the key) that broke what the bench expects of it.
@@ -24,19 +17,17 @@ struct BenchFailure: Error, CustomStringConvertible {
 
 /// Runs a call that returns -1 and sets errno on failure, retrying it on EINTR.
 @discardableResult
-func systemCall<Result: FixedWidthInteger>(_ name: String, _ call: () -> Result) throws(SystemCallError) -> Result {
-    while true {
-        let result = call()
-        if result != -1 { return result }
-        let code = errno
-        if code != EINTR { throw SystemCallError(call: name, code: code) }
-    }
+func systemCall<Result: FixedWidthInteger & SignedInteger>(
+    _ name: String,
+    _ call: () -> Result
+) throws(SystemCallError) -> Result {
+    try SystemCall.run(name, call)
 }
 
 /// Runs a call that returns 0 or an error number (the posix_spawn family).
 func errorNumberCall(_ name: String, _ call: () -> Int32) throws(SystemCallError) {
     let code = call()
-    if code != 0 { throw SystemCallError(call: name, code: code) }
+    if code != 0 { throw SystemCallError(call: name, errno: code) }
 }
 
 /// Sleeps for `milliseconds`, resuming after signals.

@@ -4,6 +4,7 @@
 
 import CTAPHID
 import Glibc
+import LatchkeySystem
 import USBIP
 
 /// A blocking TCP connection to 127.0.0.1, with TCP_NODELAY and send and receive timeouts.
@@ -37,7 +38,7 @@ final class TCPConnection {
                 connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
             }
         }
-        if result != 0 { throw SystemCallError(call: "connect(127.0.0.1:\(port))", code: errno) }
+        if result != 0 { throw SystemCallError(call: "connect(127.0.0.1:\(port))", errno: errno) }
     }
 
     deinit { close(descriptor) }
@@ -79,7 +80,7 @@ final class TCPConnection {
     private func timed<Result>(_ call: String, _ body: () throws -> Result) throws -> Result {
         do {
             return try body()
-        } catch let error as SystemCallError where error.code == EAGAIN || error.code == EWOULDBLOCK {
+        } catch let error as SystemCallError where error.errno == EAGAIN || error.errno == EWOULDBLOCK {
             throw BenchFailure("\(call) timed out: the USB/IP server stopped answering")
         }
     }

@@ -1,0 +1,147 @@
+// The authenticator extensions latchkey implements (CTAP 2.1 §12; hmac-secret-mc
+// from CTAP 2.2): their request inputs, read strictly. Extensions latchkey
+// does not know are ignored (§6.1.2 step 4, §6.2.2 step 4); a known one with a
+// value of the wrong type is a CBOR type error, as in any other parameter.
+
+public import CBOR
+
+/// Extension identifiers, in the order getInfo lists them.
+public enum ExtensionIdentifier {
+    public static let credProtect = "credProtect"
+    public static let hmacSecret = "hmac-secret"
+    public static let hmacSecretMakeCredential = "hmac-secret-mc"
+    public static let credBlob = "credBlob"
+    public static let largeBlobKey = "largeBlobKey"
+    public static let minPinLength = "minPinLength"
+
+    /// Every extension latchkey supports (getInfo 0x02).
+    public static let supported = [
+        credProtect, hmacSecret, hmacSecretMakeCredential, credBlob, largeBlobKey, minPinLength,
+    ]
+}
+
+/// credProtect levels (CTAP 2.1 §12.1).
+public enum CredentialProtection: UInt8, Sendable, Comparable {
+    /// userVerificationOptional: usable without user verification.
+    case optional = 1
+    /// userVerificationOptionalWithCredentialIDList: without user
+    /// verification only when the RP names the credential (allowList), so a
+    /// discoverable credential cannot be found by an unverified user.
+    case optionalWithCredentialIDList = 2
+    /// userVerificationRequired: never usable without user verification.
+    case required = 3
+
+    public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
+
+    /// Whether a credential at this level may be used: `listed` says the
+    /// platform named it in an allowList (or excludeList).
+    public func permits(userVerified: Bool, listed: Bool) -> Bool {
+        switch self {
+        case .optional: true
+        case .optionalWithCredentialIDList: userVerified || listed
+        case .required: userVerified
+        }
+    }
+}
+
+/// The hmac-secret input of getAssertion, and the hmac-secret-mc input of
+/// makeCredential (CTAP 2.1 §12.5, CTAP 2.2 §12.7).
+///
+/// | key  | name              | type |
+/// |------|-------------------|------|
+/// | 0x01 | keyAgreement      | COSE_Key, required |
+/// | 0x02 | saltEnc           | bytes, required |
+/// | 0x03 | saltAuth          | bytes, required |
+/// | 0x04 | pinUvAuthProtocol | unsigned, default 1 |
+public struct HmacSecretInput: Sendable {
+    public var keyAgreement: CBORValue
+    public var saltEnc: [UInt8]
+    public var saltAuth: [UInt8]
+    public var pinUvAuthProtocol: UInt64
+
+    init(cbor: CBORValue, _ what: String) throws(CBORError) {
+        let map = try cbor.mapValue(what)
+        keyAgreement = try map.required(0x01, "\(what).keyAgreement")
+        _ = try keyAgreement.mapValue("\(what).keyAgreement")
+        saltEnc = try map.required(0x02, "\(what).saltEnc").bytesValue("\(what).saltEnc")
+        saltAuth = try map.required(0x03, "\(what).saltAuth").bytesValue("\(what).saltAuth")
+        // Protocol 1 is implied for clients older than protocol 2 (§12.5).
+        pinUvAuthProtocol = try map[int: 0x04]?.unsignedValue("\(what).pinUvAuthProtocol") ?? 1
+    }
+}
+
+/// The extensions of a makeCredential request latchkey acts on.
+public struct MakeCredentialExtensions: Sendable {
+    /// credProtect: the level asked for.
+    public var credProtect: CredentialProtection?
+    /// hmac-secret: true asks for a credential with CredRandom.
+    public var hmacSecret = false
+    /// hmac-secret-mc: salts to evaluate at once with the new credential.
+    public var hmacSecretMakeCredential: HmacSecretInput?
+    /// credBlob: bytes to keep with the credential.
+    public var credBlob: [UInt8]?
+    /// largeBlobKey: true asks for a large-blob key (discoverable
+    /// credentials); false is an invalid option (§12.3).
+    public var largeBlobKey: Bool?
+    /// minPinLength: true asks for the minimum PIN length, for permitted RPs.
+    public var minPinLength = false
+
+    public init() {}
+
+    init(entries: [CBORMapEntry]) throws(CBORError) {
+        for entry in entries {
+            guard case .text(let identifier) = entry.key else { continue }
+            switch identifier {
+            case ExtensionIdentifier.credProtect:
+                let level = try entry.value.unsignedValue("credProtect")
+                // An unknown level is not a type this key can hold (as OpenSK
+                // answers; CTAP 2.1 §12.1 defines exactly three).
+                guard level <= 3, let protection = CredentialProtection(rawValue: UInt8(level)) else {
+                    throw CBORError(.unexpectedType, "credProtect \(level) is not 1, 2 or 3")
+                }
+                credProtect = protection
+            case ExtensionIdentifier.hmacSecret:
+                hmacSecret = try entry.value.boolValue("hmac-secret")
+            case ExtensionIdentifier.hmacSecretMakeCredential:
+                hmacSecretMakeCredential = try HmacSecretInput(cbor: entry.value, "hmac-secret-mc")
+            case ExtensionIdentifier.credBlob:
+                credBlob = try entry.value.bytesValue("credBlob")
+            case ExtensionIdentifier.largeBlobKey:
+                largeBlobKey = try entry.value.boolValue("largeBlobKey")
+            case ExtensionIdentifier.minPinLength:
+                minPinLength = try entry.value.boolValue("minPinLength")
+            default:
+                continue
+            }
+        }
+    }
+}
+
+/// The extensions of a getAssertion request latchkey acts on.
+public struct GetAssertionExtensions: Sendable {
+    /// hmac-secret: salts to evaluate with the credential's CredRandom.
+    public var hmacSecret: HmacSecretInput?
+    /// credBlob: true asks for the credential's blob.
+    public var credBlob = false
+    /// largeBlobKey: true asks for the credential's large-blob key; false is
+    /// an invalid option (§12.3).
+    public var largeBlobKey: Bool?
+
+    public init() {}
+
+    init(entries: [CBORMapEntry]) throws(CBORError) {
+        for entry in entries {
+            guard case .text(let identifier) = entry.key else { continue }
+            switch identifier {
+            case ExtensionIdentifier.hmacSecret:
+                hmacSecret = try HmacSecretInput(cbor: entry.value, "hmac-secret")
+            case ExtensionIdentifier.credBlob:
+                credBlob = try entry.value.boolValue("credBlob")
+            case ExtensionIdentifier.largeBlobKey:
+                largeBlobKey = try entry.value.boolValue("largeBlobKey")
+            default:
+                continue
+            }
+        }
+    }
+}

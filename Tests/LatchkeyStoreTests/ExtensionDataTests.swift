@@ -1,0 +1,123 @@
+// Schema v2: the extension data of discoverable credentials (CredRandom,
+// credBlob, largeBlobKey) — kept, sealed at rest, and added to a v1 store
+// without losing what it held.
+
+import CTAP
+import Foundation
+import GRDB
+import LatchkeyCrypto
+import Testing
+
+@testable import LatchkeyStore
+
+@Suite("SQLite store: extension data")
+struct ExtensionDataTests {
+    private func credentialWithExtensions() -> StoredCredential {
+        var credential = sampleCredential()
+        credential.credProtect = 3
+        credential.credRandom = SecureRandom.bytes(count: 64)
+        credential.credBlob = Array("a blob for the RP".utf8)
+        credential.largeBlobKey = SecureRandom.bytes(count: 32)
+        return credential
+    }
+
+    @Test("CredRandom, credBlob and largeBlobKey round-trip, and survive update and reopening")
+    func roundTrip() throws {
+        let directory = try TemporaryDirectory()
+        let saved: StoredCredential
+        do {
+            let store = try openStore(directory)
+            saved = try store.save(credentialWithExtensions())
+            var renamed = saved
+            renamed.userName = "renamed"
+            renamed.credBlob = nil
+            renamed.largeBlobKey = nil
+            #expect(try store.update(renamed))
+            let read = try #require(try store.credential(id: saved.id))
+            #expect(read.userName == "renamed")
+            #expect(read.credRandom == saved.credRandom, "update keeps extension data")
+            #expect(read.credBlob == saved.credBlob)
+            #expect(read.largeBlobKey == saved.largeBlobKey)
+        }
+        let reopened = try openStore(directory)
+        let read = try #require(try reopened.credential(id: saved.id))
+        #expect(read.credRandom == saved.credRandom)
+        #expect(read.credBlob == saved.credBlob)
+        #expect(read.largeBlobKey == saved.largeBlobKey)
+        #expect(read.credProtect == 3)
+        let plain = try reopened.save(sampleCredential())
+        let readPlain = try #require(try reopened.credential(id: plain.id))
+        #expect(readPlain.credRandom == nil && readPlain.credBlob == nil && readPlain.largeBlobKey == nil)
+    }
+
+    @Test("extension data is sealed: none of it appears in the database files")
+    func sealedAtRest() throws {
+        let directory = try TemporaryDirectory()
+        let credential = credentialWithExtensions()
+        do {
+            let store = try openStore(directory)
+            try store.save(credential)
+        }
+        for file in ["store.db", "store.db-wal"] {
+            let bytes = [UInt8]((try? Data(contentsOf: URL(fileURLWithPath: directory.file(file)))) ?? Data())
+            for secret in [credential.credRandom!, credential.credBlob!, credential.largeBlobKey!] {
+                #expect(!contains(bytes, secret), "\(file) holds extension data in the clear")
+            }
+        }
+    }
+
+    @Test("a sealed value moved to another credential's row does not open")
+    func boundToItsRow() throws {
+        let directory = try TemporaryDirectory()
+        let first: StoredCredential
+        let second: StoredCredential
+        do {
+            let store = try openStore(directory)
+            first = try store.save(credentialWithExtensions())
+            second = try store.save(credentialWithExtensions())
+        }
+        try rawDatabase(directory).write { db in
+            try db.execute(
+                sql: "UPDATE credential SET sealedLargeBlobKey = (SELECT sealedLargeBlobKey FROM credential WHERE id = ?) WHERE id = ?",
+                arguments: [Data(first.id), Data(second.id)]
+            )
+        }
+        let store = try openStore(directory)
+        let error = #expect(throws: StoreError.self) { try store.credential(id: second.id) }
+        #expect(error?.code == .corrupt)
+    }
+
+    @Test("a v1 store migrates to v2 and keeps every credential, secret and counter")
+    func migratesFromV1() throws {
+        let directory = try TemporaryDirectory()
+        var saved: [StoredCredential] = []
+        var lastCounter: UInt32 = 0
+        do {
+            let store = try openStore(directory)
+            for _ in 0..<3 { saved.append(try store.save(sampleCredential())) }
+            try store.setSecret([7, 7], named: "credential-wrapping-secret")
+            for _ in 0..<5 { lastCounter = try store.nextSignatureCounter(scope: saved[0].id) }
+        }
+        // Make the file what v1 wrote: no extension columns, no v2 migration.
+        try rawDatabase(directory).write { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE credential DROP COLUMN sealedCredRandom;
+                    ALTER TABLE credential DROP COLUMN sealedCredBlob;
+                    ALTER TABLE credential DROP COLUMN sealedLargeBlobKey;
+                    DELETE FROM grdb_migrations WHERE identifier = 'v2';
+                    """
+            )
+        }
+        let store = try openStore(directory)
+        #expect(try store.allCredentials() == saved.reversed())
+        #expect(try store.secret(named: "credential-wrapping-secret") == [7, 7])
+        #expect(try store.nextSignatureCounter(scope: saved[0].id) > lastCounter)
+        let migrations = try rawDatabase(directory).read { db in
+            try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations")
+        }
+        #expect(migrations == ["v1", "v2"])
+        let withExtensions = try store.save(credentialWithExtensions())
+        #expect(try store.credential(id: withExtensions.id) == withExtensions)
+    }
+}
