@@ -32,6 +32,8 @@ public struct PINStatus: Sendable, Equatable {
     public var forcePINChange: Bool
     /// Whether every operation needs user verification (getInfo's alwaysUv).
     public var alwaysUv: Bool
+    /// The RP IDs the minPinLength extension tells the minimum PIN length to.
+    public var minPinLengthRPIDs: [String]
 
     /// No retries are left: only a reset makes the key usable with a PIN again.
     public var isBlocked: Bool { isSet && retries == 0 }
@@ -138,7 +140,8 @@ extension Authenticator {
                 powerCycleRequired: pinUvAuth.consecutiveMismatches >= PINSecret.maxConsecutiveMismatches,
                 minPINLength: try minPINLength(),
                 forcePINChange: try forcePINChange(),
-                alwaysUv: try alwaysUv()
+                alwaysUv: try alwaysUv(),
+                minPinLengthRPIDs: try minPinLengthRPIDs()
             )
         }
     }
@@ -247,8 +250,12 @@ extension Authenticator {
     /// setMinPINLength (§6.11.4): `length` nil keeps the minimum; it never
     /// decreases and is at most 63. `forceChange` (or a current PIN shorter
     /// than the new minimum) makes the PIN's owner change it before its next
-    /// use; forcing needs a PIN.
-    public func setMinPINLength(_ length: Int?, forceChange: Bool) throws(AdministrationError) {
+    /// use; forcing needs a PIN. `rpIds`, when given, replace the RP IDs the
+    /// minPinLength extension tells the minimum to (at most
+    /// maxRPIDsForSetMinPINLength).
+    public func setMinPINLength(_ length: Int?, forceChange: Bool, rpIds: [String]? = nil)
+        throws(AdministrationError)
+    {
         let current = try administering { () throws(CTAPStatus) in try minPINLength() }
         let refused = AdministrationError(
             .settingRefused,
@@ -256,10 +263,19 @@ extension Authenticator {
                 + "the default); it is at most \(PINSecret.maxByteCount)"
         )
         if let length, length < 0 { throw refused }
+        // Said here because the engine's answer, KEY_STORE_FULL, would read
+        // as a full disk.
+        if let rpIds, rpIds.count > configuration.maxRPIDsForSetMinPINLength {
+            throw AdministrationError(
+                .settingRefused,
+                "at most \(configuration.maxRPIDsForSetMinPINLength) RP IDs may read the minimum PIN length"
+            )
+        }
         // The subcommand's own parameters, so that every rule of
         // setMinPINLength applies here unchanged.
         var params: [(Int, CBORValue)] = []
         if let length { params.append((0x01, .int(length))) }
+        if let rpIds { params.append((0x02, .array(rpIds.map { .text($0) }))) }
         if forceChange { params.append((0x03, .boolean(true))) }
         let subCommand = Int(AuthenticatorConfigSubcommand.setMinPINLength.rawValue)
         try administering(

@@ -124,6 +124,9 @@ public struct ConfigDocument: Codable, Sendable, Equatable {
     public var minPINLength: Int?
     /// Only true may be sent: changing the PIN is what clears it.
     public var forcePINChange: Bool?
+    /// The RP IDs the minPinLength extension tells the minimum to; a PUT
+    /// replaces the list.
+    public var minPinLengthRPIDs: [String]?
 }
 
 /// POST /v1/presence/pending/{id}/approve|deny

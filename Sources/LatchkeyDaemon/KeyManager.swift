@@ -249,23 +249,28 @@ actor KeyManager {
     }
 
     func configuration(_ name: String) async throws(ControlError) -> ConfigDocument {
-        let status = try await pinStatus(name)
+        let managed = try managed(name)
+        let status = try await administering(name) { () throws(AdministrationError) in
+            try await managed.key.authenticator.pinStatus()
+        }
         return ConfigDocument(
-            alwaysUv: status.alwaysUv, minPINLength: status.minPINLength, forcePINChange: status.forcePINChange
+            alwaysUv: status.alwaysUv, minPINLength: status.minPINLength, forcePINChange: status.forcePINChange,
+            minPinLengthRPIDs: status.minPinLengthRPIDs
         )
     }
 
-    /// Applies the minimum PIN length (and forced change) before alwaysUv:
-    /// only the first can be refused, so a refusal changes nothing.
+    /// Applies the minimum PIN length (with the forced change and the RP
+    /// IDs) before alwaysUv: only the first can be refused, so a refusal
+    /// changes nothing.
     func updateConfiguration(_ name: String, _ request: ConfigDocument) async throws(ControlError) -> ConfigDocument {
         let authenticator = try managed(name).key.authenticator
         if request.forcePINChange == false {
             throw .badRequest("forcePINChange can only be set to true; changing the PIN clears it")
         }
-        if request.minPINLength != nil || request.forcePINChange == true {
+        if request.minPINLength != nil || request.forcePINChange == true || request.minPinLengthRPIDs != nil {
             try await administering(name) { () throws(AdministrationError) in
                 try await authenticator.setMinPINLength(
-                    request.minPINLength, forceChange: request.forcePINChange == true
+                    request.minPINLength, forceChange: request.forcePINChange == true, rpIds: request.minPinLengthRPIDs
                 )
             }
             let length = request.minPINLength.map(String.init) ?? "unchanged"
@@ -273,6 +278,7 @@ actor KeyManager {
                 "minimum PIN length set",
                 metadata: [
                     "key": "\(name)", "minPINLength": "\(length)", "forcePINChange": "\(request.forcePINChange == true)",
+                    "rpIds": "\(request.minPinLengthRPIDs.map { $0.joined(separator: ",") } ?? "unchanged")",
                 ]
             )
         }

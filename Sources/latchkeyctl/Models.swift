@@ -104,6 +104,8 @@ struct ConfigInfo: Codable {
     var alwaysUv: Bool?
     var minPINLength: Int?
     var forcePINChange: Bool?
+    /// The RP IDs told the minimum PIN length; a PUT replaces them.
+    var minPinLengthRPIDs: [String]?
 }
 
 /// A request waiting for user presence: `GET /v1/presence/pending`.

@@ -37,7 +37,8 @@ struct AdministrationTests {
         powerCycleRequired: false,
         minPINLength: 4,
         forcePINChange: false,
-        alwaysUv: false
+        alwaysUv: false,
+        minPinLengthRPIDs: []
     )
 
     // MARK: pinStatus
@@ -276,6 +277,16 @@ struct AdministrationTests {
         let noPIN = await key.refusal { try await $0.setMinPINLength(nil, forceChange: true) }
         #expect(noPIN?.code == .pinNotSet)
         #expect(await key.refusal { try await $0.setPIN("12345") }?.code == .pinPolicyViolation)
+
+        try await key.authenticator.setMinPINLength(nil, forceChange: false, rpIds: ["example.com", "b.example"])
+        #expect(try await key.pinStatus().minPinLengthRPIDs == ["example.com", "b.example"])
+        try await key.authenticator.setMinPINLength(nil, forceChange: false, rpIds: ["c.example"])
+        #expect(try await key.pinStatus().minPinLengthRPIDs == ["c.example"], "the list is replaced")
+        let many = (0...8).map { "rp\($0).example" }
+        let tooMany = await key.refusal { try await $0.setMinPINLength(nil, forceChange: false, rpIds: many) }
+        #expect(tooMany?.code == .settingRefused)
+        #expect(tooMany?.reason.contains("at most 8 RP IDs") == true)
+        #expect(try await key.pinStatus().minPinLengthRPIDs == ["c.example"], "a refusal changes nothing")
 
         try await key.authenticator.setPIN("123456")
         try await key.authenticator.setMinPINLength(8, forceChange: false)

@@ -83,9 +83,14 @@ def test_pin_policy_and_unicode(usb, control, key):
 
 def test_settings_show_in_get_info(usb, control, key):
     path = f"/v1/keys/{key['name']}/config"
-    assert control.get(path) == {"alwaysUv": False, "minPINLength": 4, "forcePINChange": False}
+    assert control.get(path) == {"alwaysUv": False, "minPINLength": 4, "forcePINChange": False,
+                                 "minPinLengthRPIDs": []}
     assert control.put(path, {"minPINLength": 6, "alwaysUv": True}) == {
-        "alwaysUv": True, "minPINLength": 6, "forcePINChange": False}
+        "alwaysUv": True, "minPINLength": 6, "forcePINChange": False, "minPinLengthRPIDs": []}
+    rp_ids = control.put(path, {"minPinLengthRPIDs": ["example.com", "login.example.org"]})
+    assert rp_ids["minPinLengthRPIDs"] == ["example.com", "login.example.org"] and rp_ids["minPINLength"] == 6
+    too_many = control.put(path, {"minPinLengthRPIDs": [f"rp{i}.example" for i in range(9)]}, expect=409)
+    assert too_many["error"]["code"] == "setting_refused" and "at most 8 RP IDs" in too_many["error"]["message"]
     info = Ctap2(usb.ctap(key["usbip"]["busid"])).info
     assert info.options["alwaysUv"] is True and info.min_pin_length == 6
     refused = control.put(path, {"minPINLength": 5}, expect=409)["error"]

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from test_latchkeyctl import (  # noqa: F401 - binary and daemon are fixtures
+from test_latchkeyctl import (
     CREDENTIAL,
     CI_KEY,
     NOT_FOUND,
@@ -27,19 +27,34 @@ from test_latchkeyctl import (  # noqa: F401 - binary and daemon are fixtures
     FakeDaemon,
     Reply,
     Run,
-    binary,
     ctl,
-    daemon,
     error,
+    latchkeyctl_path,
     run,
 )
 
 PIN_REFUSED = 3
 
+
+# Defined here rather than imported: a fixture imported from another test module
+# leaks into every directory of the session (Tests/e2e has its own `daemon`).
+@pytest.fixture(scope="session")
+def binary() -> str:
+    return latchkeyctl_path()
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    fake = FakeDaemon(tmp_path)
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
 PIN_DOC = {"set": True, "retries": 8, "maxRetries": 8, "blocked": False, "powerCycleRequired": False,
            "minPINLength": 4, "forcePINChange": False, "alwaysUv": False}
 NO_PIN_DOC = dict(PIN_DOC, set=False)
-CONFIG_DOC = {"alwaysUv": False, "minPINLength": 4, "forcePINChange": False}
+CONFIG_DOC = {"alwaysUv": False, "minPINLength": 4, "forcePINChange": False, "minPinLengthRPIDs": ["example.com"]}
 
 
 def ctl_stdin(binary: str, daemon: FakeDaemon, stdin: str, *args: str) -> Run:
@@ -340,7 +355,8 @@ def test_config_without_options_shows_the_settings(binary, daemon):
     daemon.route("GET", "/v1/keys/ci-1/config", Reply(body=CONFIG_DOC))
     result = ctl(binary, daemon, "config", "ci-1")
     assert result.code == OK, result.err
-    assert "alwaysUv            off" in result.out and "minimum PIN length  4" in result.out
+    assert "alwaysUv                 off" in result.out and "minimum PIN length       4" in result.out
+    assert "RP IDs told the minimum  example.com" in result.out
     assert ctl(binary, daemon, "config", "ci-1", "--json").json() == CONFIG_DOC
 
 
@@ -351,6 +367,9 @@ def test_config_without_options_shows_the_settings(binary, daemon):
     (["--min-pin-length", "8", "--force-pin-change"], {"minPINLength": 8, "forcePINChange": True}),
     (["--force-pin-change"], {"forcePINChange": True}),
     (["--always-uv", "on", "--min-pin-length", "6"], {"alwaysUv": True, "minPINLength": 6}),
+    (["--rp-id", "example.com", "--rp-id", "login.example.org"],
+     {"minPinLengthRPIDs": ["example.com", "login.example.org"]}),
+    (["--min-pin-length", "8", "--rp-id", "example.com"], {"minPINLength": 8, "minPinLengthRPIDs": ["example.com"]}),
 ])
 def test_config_sends_what_is_given(binary, daemon, args, body):
     daemon.route("PUT", "/v1/keys/ci-1/config", Reply(body=dict(CONFIG_DOC, **body)))
