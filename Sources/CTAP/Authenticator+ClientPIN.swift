@@ -1,7 +1,8 @@
 // authenticatorClientPIN (0x06), CTAP 2.1 §6.5.5, and the pinUvAuthParam
-// checks makeCredential and getAssertion share (§6.1.2 step 11.1, §6.2.2 step
-// 6.1). Each subcommand checks in the spec's order: which error wins is
-// behaviour.
+// checks the other commands share (makeCredential and getAssertion: §6.1.2
+// step 11.1, §6.2.2 step 6.1; credentialManagement, largeBlobs and
+// authenticatorConfig). Each subcommand checks in the spec's order: which
+// error wins is behaviour.
 //
 // PIN state lives in store secrets (encrypted at rest by persistent stores;
 // authenticatorReset deletes them with every other non-`device.` secret):
@@ -422,18 +423,49 @@ extension Authenticator {
         permission: PinUvAuthTokenPermissions,
         rpId: String
     ) throws(CTAPStatus) {
-        // A token can only exist once a PIN is set; without one, say so
-        // rather than check a MAC that cannot be right.
+        try verifyPinUvAuthToken(param, version: version, message: clientDataHash, permission: permission)
+        if let bound = pinUvAuth.token.permissionsRpId, bound != rpId { throw .pinAuthInvalid }
+        guard pinUvAuth.token.userVerified else { throw .pinAuthInvalid }
+        if pinUvAuth.token.permissionsRpId == nil { pinUvAuth.token.permissionsRpId = rpId }
+    }
+
+    // MARK: - pinUvAuthParam in every command
+
+    /// The pinUvAuthParam checks of the commands a token authorizes without
+    /// a touch (credentialManagement §6.8, largeBlobs §6.10.2 step 5.5,
+    /// authenticatorConfig §6.11), in their shared order: present
+    /// (CTAP2_ERR_PUAT_REQUIRED), the protocol (CTAP2_ERR_MISSING_PARAMETER,
+    /// CTAP1_ERR_INVALID_PARAMETER), then `verifyPinUvAuthToken` over
+    /// `message`.
+    func authenticatePinUvAuthParam(
+        _ param: [UInt8]?,
+        protocol raw: UInt64?,
+        message: [UInt8],
+        permission: PinUvAuthTokenPermissions
+    ) throws(CTAPStatus) {
+        guard let param else { throw .pinUvAuthTokenRequired }
+        guard let raw else { throw .missingParameter }
+        let version = try supportedProtocol(raw)
+        try verifyPinUvAuthToken(param, version: version, message: message, permission: permission)
+    }
+
+    /// verify(pinUvAuthToken, message, param), then the token's `permission`,
+    /// each failure CTAP2_ERR_PIN_AUTH_INVALID.
+    func verifyPinUvAuthToken(
+        _ param: [UInt8],
+        version: PinUvAuthProtocolVersion,
+        message: [UInt8],
+        permission: PinUvAuthTokenPermissions
+    ) throws(CTAPStatus) {
+        // A token can only exist once a PIN is set (alwaysUv alone protects a
+        // key without one); say so rather than check a MAC that cannot be right.
         guard try storedPIN() != nil else { throw .pinNotSet }
         pinUvAuth.token.observe(at: clock.milliseconds)
         // verify() refuses a token that is not in use.
         guard pinUvAuth.token.inUse,
-            version.verify(key: pinUvAuth[version].pinUvAuthToken, message: clientDataHash, signature: param)
+            version.verify(key: pinUvAuth[version].pinUvAuthToken, message: message, signature: param)
         else { throw .pinAuthInvalid }
         pinUvAuth.token.markUsed()
         guard pinUvAuth.token.permissions.contains(permission) else { throw .pinAuthInvalid }
-        if let bound = pinUvAuth.token.permissionsRpId, bound != rpId { throw .pinAuthInvalid }
-        guard pinUvAuth.token.userVerified else { throw .pinAuthInvalid }
-        if pinUvAuth.token.permissionsRpId == nil { pinUvAuth.token.permissionsRpId = rpId }
     }
 }

@@ -372,6 +372,7 @@ extension Authenticator {
                 ("rk", true), ("up", true), ("plat", false), ("clientPin", try storedPIN() != nil),
                 ("credMgmt", true), ("authnrCfg", true), ("setMinPINLength", true), ("alwaysUv", alwaysUv),
                 ("pinUvAuthToken", true), ("makeCredUvNotRqd", !alwaysUv),
+                ("largeBlobs", true),
             ],
             maxMsgSize: Self.maxMessageSize,
             pinUvAuthProtocols: [PinUvAuthProtocolVersion.two.rawValue, PinUvAuthProtocolVersion.one.rawValue],
@@ -379,6 +380,7 @@ extension Authenticator {
             maxCredentialIdLength: Self.maxCredentialIdLength,
             transports: ["usb"],
             algorithms: configuration.algorithms.map { CredentialParameters(alg: $0.rawValue) },
+            maxSerializedLargeBlobArray: configuration.maxSerializedLargeBlobArray,
             forcePINChange: try forcePINChange(),
             minPINLength: try minPINLength(),
             firmwareVersion: configuration.firmwareVersion,
@@ -404,6 +406,7 @@ extension Authenticator {
         keyCache.removeAll()
         pendingAssertions = nil
         credentialManagementEnumeration = nil
+        largeBlobWrite = nil
         // The store dropped the PIN, its retries, forcePINChange, the minimum
         // PIN length and alwaysUv with the other secrets; tokens and key agreement keys go too.
         pinUvAuth = PinUvAuthSession(entropy: entropy)
@@ -425,6 +428,7 @@ extension Authenticator {
 /// | 0x08 | maxCredentialIdLength            |
 /// | 0x09 | transports                       |
 /// | 0x0A | algorithms                       |
+/// | 0x0B | maxSerializedLargeBlobArray      |
 /// | 0x0C | forcePINChange                   |
 /// | 0x0D | minPINLength                     |
 /// | 0x0E | firmwareVersion                  |
@@ -443,6 +447,7 @@ public struct GetInfoResponse: Sendable {
     public var maxCredentialIdLength: Int
     public var transports: [String]
     public var algorithms: [CredentialParameters]
+    public var maxSerializedLargeBlobArray: Int
     public var forcePINChange: Bool
     public var minPINLength: Int
     public var firmwareVersion: UInt64
@@ -463,6 +468,7 @@ public struct GetInfoResponse: Sendable {
             (0x08, .int(maxCredentialIdLength)),
             (0x09, .array(transports.map { .text($0) })),
             (0x0A, .array(algorithms.map(\.cbor))),
+            (0x0B, .int(maxSerializedLargeBlobArray)),
             (0x0C, .boolean(forcePINChange)),
             (0x0D, .int(minPINLength)),
             (0x0E, .unsigned(firmwareVersion)),

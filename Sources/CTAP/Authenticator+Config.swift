@@ -87,19 +87,12 @@ extension Authenticator {
         let pinSet = try storedPIN() != nil
         let protected = try pinSet ? true : alwaysUv()
         guard protected else { return }
-        guard let param = request.pinUvAuthParam else { throw .pinUvAuthTokenRequired }
-        guard let raw = request.pinUvAuthProtocol else { throw .missingParameter }
-        let version = try supportedProtocol(raw)
-        // alwaysUv without a PIN: no token can exist yet.
-        guard pinSet else { throw .pinNotSet }
-        pinUvAuth.token.observe(at: clock.milliseconds)
         var message = [UInt8](repeating: 0xFF, count: 32) + [CTAPCommand.config.rawValue, UInt8(subCommand.rawValue)]
         if let params = request.subCommandParams { params.encode(into: &message) }
-        guard pinUvAuth.token.inUse,
-            version.verify(key: pinUvAuth[version].pinUvAuthToken, message: message, signature: param)
-        else { throw .pinAuthInvalid }
-        pinUvAuth.token.markUsed()
-        guard pinUvAuth.token.permissions.contains(.authenticatorConfiguration) else { throw .pinAuthInvalid }
+        try authenticatePinUvAuthParam(
+            request.pinUvAuthParam, protocol: request.pinUvAuthProtocol, message: message,
+            permission: .authenticatorConfiguration
+        )
     }
 
     // MARK: - Persisted configuration

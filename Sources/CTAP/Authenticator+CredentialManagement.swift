@@ -191,19 +191,12 @@ extension Authenticator {
         rpIdHash: [UInt8]?,
         checkRpId: Bool = true
     ) throws(CTAPStatus) {
-        guard let param = request.pinUvAuthParam else { throw .pinUvAuthTokenRequired }
-        guard let raw = request.pinUvAuthProtocol else { throw .missingParameter }
-        let version = try supportedProtocol(raw)
-        guard try storedPIN() != nil else { throw .pinNotSet }
-        pinUvAuth.token.observe(at: clock.milliseconds)
         var message = [UInt8(subCommand.rawValue)]
         if let params = request.subCommandParams { params.encode(into: &message) }
-        // verify() refuses a token that is not in use.
-        guard pinUvAuth.token.inUse,
-            version.verify(key: pinUvAuth[version].pinUvAuthToken, message: message, signature: param)
-        else { throw .pinAuthInvalid }
-        pinUvAuth.token.markUsed()
-        guard pinUvAuth.token.permissions.contains(.credentialManagement) else { throw .pinAuthInvalid }
+        try authenticatePinUvAuthParam(
+            request.pinUvAuthParam, protocol: request.pinUvAuthProtocol, message: message,
+            permission: .credentialManagement
+        )
         guard checkRpId else { return }
         if let rpIdHash {
             try checkPermissionsRpId(rpIdHash)

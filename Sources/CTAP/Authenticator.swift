@@ -36,6 +36,10 @@ public struct AuthenticatorConfiguration: Sendable {
     /// How many RP IDs setMinPINLength keeps for the minPinLength extension
     /// (getInfo maxRPIDsForSetMinPINLength).
     public var maxRPIDsForSetMinPINLength: Int
+    /// The largest serialized large-blob array the key keeps, in bytes
+    /// (advertised as maxSerializedLargeBlobArray; CTAP 2.1 §6.10.2 asks for
+    /// at least 1024). The whole array is one sealed secret in the store.
+    public var maxSerializedLargeBlobArray: Int
 
     public init(
         aaguid: [UInt8],
@@ -49,10 +53,16 @@ public struct AuthenticatorConfiguration: Sendable {
         firmwareVersion: UInt64 = 1,
         u2fEnabled: Bool = true,
         minPINLength: Int = 4,
-        maxRPIDsForSetMinPINLength: Int = 8
+        maxRPIDsForSetMinPINLength: Int = 8,
+        maxSerializedLargeBlobArray: Int = 4096
     ) {
         precondition(aaguid.count == 16, "an AAGUID is 16 bytes")
         precondition((4...63).contains(minPINLength), "a minimum PIN length is 4 to 63 code points")
+        // The upper bound keeps every offset within the uint32 the pinUvAuthParam covers.
+        precondition(
+            (1024...Int(UInt32.max)).contains(maxSerializedLargeBlobArray),
+            "a large-blob array limit is 1024 bytes to 4 GiB"
+        )
         self.aaguid = aaguid
         self.attestation = attestation
         self.attestationIdentity = attestationIdentity
@@ -65,6 +75,7 @@ public struct AuthenticatorConfiguration: Sendable {
         self.u2fEnabled = u2fEnabled
         self.minPINLength = minPINLength
         self.maxRPIDsForSetMinPINLength = maxRPIDsForSetMinPINLength
+        self.maxSerializedLargeBlobArray = maxSerializedLargeBlobArray
     }
 
     /// Whether U2F is really available: enabled and with a certificate to sign with.
@@ -98,6 +109,9 @@ public actor Authenticator {
     /// Key agreement keys, pinUvAuthTokens and mismatch count: new at every
     /// power-up (CTAP 2.1 §6.5.2).
     var pinUvAuth: PinUvAuthSession
+    /// A large-blob array being written in fragments; in memory only, so a
+    /// power cycle abandons it (CTAP 2.1 §6.10.2).
+    var largeBlobWrite: PendingLargeBlobWrite?
 
     /// A key over `store`. Creates the wrapping secret on first use.
     /// `diagnostics` receives internal failure detail for the log (never key
@@ -134,13 +148,15 @@ public actor Authenticator {
 
     /// The key was plugged in again (or the daemon restarted it): opens the
     /// reset window and drops per-session state: new key agreement keys and
-    /// pinUvAuthTokens, and PIN attempts are allowed again after three
-    /// consecutive mismatches (CTAP 2.1 §6.5.2, §6.5.5.7). pinRetries persist.
+    /// pinUvAuthTokens, no large-blob write in progress, and PIN attempts are
+    /// allowed again after three consecutive mismatches (CTAP 2.1 §6.5.2,
+    /// §6.5.5.7). pinRetries persist.
     public func powerCycle() {
         poweredUpAt = clock.milliseconds
         pendingAssertions = nil
         credentialManagementEnumeration = nil
         pinUvAuth = PinUvAuthSession(entropy: entropy)
+        largeBlobWrite = nil
     }
 
     /// Handles one CTAPHID_CBOR request: command byte then CBOR parameters.
@@ -173,6 +189,8 @@ public actor Authenticator {
                 // The prototype command (0x41) of pre-2.1 clients is answered
                 // the same way: its subcommands are a subset with the same numbers.
                 try credentialManagement(decode(parameters)).encode(into: &response)
+            case .largeBlobs:
+                try largeBlobs(decode(parameters))?.encode(into: &response)
             case .config:
                 try authenticatorConfig(decode(parameters))
             case .reset:

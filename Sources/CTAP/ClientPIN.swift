@@ -132,10 +132,10 @@ public struct PinUvAuthTokenPermissions: OptionSet, Sendable, Hashable {
         .makeCredential, .getAssertion, .credentialManagement, .bioEnrollment, .largeBlobWrite,
         .authenticatorConfiguration,
     ]
-    /// The permissions latchkey can grant: it has no bio enrollment or large
-    /// blobs yet, so a request for those is CTAP2_ERR_UNAUTHORIZED_PERMISSION.
+    /// The permissions latchkey can grant: it has no bio enrollment, so a
+    /// request for be is CTAP2_ERR_UNAUTHORIZED_PERMISSION.
     public static let supported: PinUvAuthTokenPermissions = [
-        .makeCredential, .getAssertion, .credentialManagement, .authenticatorConfiguration,
+        .makeCredential, .getAssertion, .credentialManagement, .largeBlobWrite, .authenticatorConfiguration,
     ]
 }
 

@@ -315,7 +315,7 @@ struct ClientPINTests {
         .init(name: "ga without rpId", permissions: 0x02, rpId: nil, status: .invalidParameter),
         .init(name: "cm, no rpId needed", permissions: 0x04, rpId: nil, status: .ok),
         .init(name: "be (no bio enrollment)", permissions: 0x08, rpId: nil, status: .unauthorizedPermission),
-        .init(name: "lbw (no large blobs yet)", permissions: 0x10, rpId: nil, status: .unauthorizedPermission),
+        .init(name: "lbw, no rpId needed", permissions: 0x10, rpId: nil, status: .ok),
         .init(name: "acfg, no rpId needed", permissions: 0x20, rpId: nil, status: .ok),
         .init(name: "mc with cm", permissions: 0x05, rpId: "example.com", status: .ok),
         .init(name: "cm with be", permissions: 0x0C, rpId: nil, status: .unauthorizedPermission),
@@ -497,10 +497,11 @@ struct ClientPINTests {
     }
 }
 
-/// A MemoryCredentialStore that records every pinRetries write and can refuse them.
+/// A MemoryCredentialStore that records every pinRetries write and can refuse
+/// them, and can refuse one secret as a full disk would.
 final class RecordingStore: CredentialStore {
     let inner = MemoryCredentialStore()
-    private let state = Mutex<(log: [UInt8], fail: Bool)>(([], false))
+    private let state = Mutex<(log: [UInt8], fail: Bool, full: String?)>(([], false, nil))
 
     var retriesWritten: [UInt8] { state.withLock { $0.log } }
     var failRetriesWrites: Bool {
@@ -508,6 +509,11 @@ final class RecordingStore: CredentialStore {
         set { state.withLock { $0.fail = newValue } }
     }
     func clearLog() { state.withLock { $0.log = [] } }
+    /// The name of a secret whose writes fail with `.full`.
+    var fullSecret: String? {
+        get { state.withLock { $0.full } }
+        set { state.withLock { $0.full = newValue } }
+    }
 
     func save(_ credential: StoredCredential) throws(StoreError) -> StoredCredential { try inner.save(credential) }
     func update(_ credential: StoredCredential) throws(StoreError) -> Bool { try inner.update(credential) }
@@ -523,6 +529,7 @@ final class RecordingStore: CredentialStore {
     }
     func secret(named name: String) throws(StoreError) -> [UInt8]? { try inner.secret(named: name) }
     func setSecret(_ value: [UInt8]?, named name: String) throws(StoreError) {
+        if name == fullSecret { throw StoreError(.full, "no space left for the test") }
         if name == "pin.retries" {
             let fail = state.withLock { state in
                 if !state.fail, let value { state.log.append(contentsOf: value) }

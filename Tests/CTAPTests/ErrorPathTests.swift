@@ -18,7 +18,7 @@ struct ErrorPathTests {
     @Test("every command byte gets a status and unknown ones CTAP1_ERR_INVALID_COMMAND")
     func everyCommandByte() async throws {
         let key = TestKey()
-        let implemented: Set<UInt8> = [0x01, 0x02, 0x04, 0x06, 0x07, 0x08, 0x0A, 0x0B, 0x0D, 0x41]
+        let implemented: Set<UInt8> = [0x01, 0x02, 0x04, 0x06, 0x07, 0x08, 0x0A, 0x0B, 0x0C, 0x0D, 0x41]
         for byte in UInt8.min...UInt8.max {
             let (status, _) = try await key.sendRaw([byte])
             if implemented.contains(byte) {

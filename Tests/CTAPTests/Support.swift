@@ -65,14 +65,16 @@ struct TestKey {
         u2f: Bool = true,
         seed: String = "test",
         store: (any CredentialStore)? = nil,
-        clock: ManualClock = ManualClock(start: 1_000)
+        clock: ManualClock = ManualClock(start: 1_000),
+        maxSerializedLargeBlobArray: Int = 4096
     ) {
         self.store = store ?? MemoryCredentialStore(capacity: capacity)
         self.clock = clock
         presence = ScriptedPresence()
         let configuration = AuthenticatorConfiguration(
             aaguid: testAAGUID, attestation: attestation, attestationIdentity: sharedIdentity,
-            algorithms: algorithms, maxDiscoverableCredentials: maxDiscoverable, u2fEnabled: u2f
+            algorithms: algorithms, maxDiscoverableCredentials: maxDiscoverable, u2fEnabled: u2f,
+            maxSerializedLargeBlobArray: maxSerializedLargeBlobArray
         )
         authenticator = try! Authenticator(
             configuration: configuration, store: self.store, presence: presence, clock: clock,
