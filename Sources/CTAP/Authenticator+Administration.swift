@@ -39,6 +39,15 @@ public struct PINStatus: Sendable, Equatable {
     public var isBlocked: Bool { isSet && retries == 0 }
 }
 
+/// The large-blob store's use, as its owner sees it.
+public struct LargeBlobStatus: Sendable, Equatable {
+    /// The serialized large-blob array's size in bytes: 17 for the initial
+    /// (empty) array, which is 0x80 and its 16-byte hash.
+    public var serializedSize: Int
+    /// The most the key keeps (getInfo maxSerializedLargeBlobArray).
+    public var maxSerializedLargeBlobArray: Int
+}
+
 /// Why an administrative operation was refused; equal by code, so tests can
 /// match it. `reason` is meant for the key's owner and never contains a PIN;
 /// store and crypto detail went to the authenticator's diagnostics already.
@@ -302,9 +311,11 @@ extension Authenticator {
     /// credential, the PIN and its retries, the minimum PIN length, alwaysUv
     /// and every other secret go, the identity (AAGUID, attestation key,
     /// `device.` secrets) stays; credential IDs issued before no longer
-    /// unwrap. Session state goes as at a power cycle: key agreement keys,
-    /// pinUvAuthTokens, the power-cycle block, pending getNextAssertion and
-    /// credential management enumerations. The reset window is left as it is.
+    /// unwrap, and the large-blob array is the initial one again. Session
+    /// state goes as at a power cycle: key agreement keys, pinUvAuthTokens,
+    /// the power-cycle block, pending getNextAssertion, credential
+    /// management enumerations and large-blob writes. The reset window is
+    /// left as it is.
     public func administrativeReset() throws(AdministrationError) {
         try administering { () throws(CTAPStatus) in
             try storing("resetting the store") { () throws(StoreError) in try store.reset() }
@@ -316,8 +327,17 @@ extension Authenticator {
             keyCache.removeAll()
             pendingAssertions = nil
             credentialManagementEnumeration = nil
+            largeBlobWrite = nil
             pinUvAuth = PinUvAuthSession(entropy: entropy)
         }
+    }
+
+    // MARK: - Large blobs
+
+    /// How much of the large-blob store is used.
+    public func largeBlobStatus() throws(AdministrationError) -> LargeBlobStatus {
+        let (serializedSize, limit) = try administering { () throws(CTAPStatus) in try largeBlobArrayStatus() }
+        return LargeBlobStatus(serializedSize: serializedSize, maxSerializedLargeBlobArray: limit)
     }
 
     // MARK: - Mapping

@@ -129,6 +129,13 @@ public struct ConfigDocument: Codable, Sendable, Equatable {
     public var minPinLengthRPIDs: [String]?
 }
 
+/// GET /v1/keys/{name}/large-blobs
+public struct LargeBlobsDocument: Codable, Sendable, Equatable {
+    /// Bytes the serialized large-blob array takes (17 when empty).
+    public var serializedSize: Int
+    public var maxSerializedLargeBlobArray: Int
+}
+
 /// POST /v1/presence/pending/{id}/approve|deny
 public struct PresenceAnswerDocument: Codable, Sendable {
     public var id: String

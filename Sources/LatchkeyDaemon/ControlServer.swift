@@ -113,6 +113,9 @@ struct ControlServer {
                 return try await manager.updateConfiguration(try parameter(context, "name"), body)
             }
         }
+        router.get("/v1/keys/:name/large-blobs") { _, context in
+            try await answer { try await manager.largeBlobs(try parameter(context, "name")) }
+        }
         router.post("/v1/keys/:name/reset") { _, context in
             try await answer { try await manager.reset(try parameter(context, "name")) }
         }

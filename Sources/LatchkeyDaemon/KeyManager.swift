@@ -241,7 +241,9 @@ actor KeyManager {
         guard let bytes = Base64URL.decode(id) else { throw .badRequest("credential id is not base64url") }
         let credential = try await administering(name) { () throws(AdministrationError) in
             try await managed.key.authenticator.updateUser(
-                credentialId: bytes, name: request.name, displayName: request.displayName
+                credentialId: bytes,
+                name: request.name,
+                displayName: request.displayName
             )
         }
         logger.info("credential user updated", metadata: ["key": "\(name)"])
@@ -254,7 +256,9 @@ actor KeyManager {
             try await managed.key.authenticator.pinStatus()
         }
         return ConfigDocument(
-            alwaysUv: status.alwaysUv, minPINLength: status.minPINLength, forcePINChange: status.forcePINChange,
+            alwaysUv: status.alwaysUv,
+            minPINLength: status.minPINLength,
+            forcePINChange: status.forcePINChange,
             minPinLengthRPIDs: status.minPinLengthRPIDs
         )
     }
@@ -270,14 +274,17 @@ actor KeyManager {
         if request.minPINLength != nil || request.forcePINChange == true || request.minPinLengthRPIDs != nil {
             try await administering(name) { () throws(AdministrationError) in
                 try await authenticator.setMinPINLength(
-                    request.minPINLength, forceChange: request.forcePINChange == true, rpIds: request.minPinLengthRPIDs
+                    request.minPINLength,
+                    forceChange: request.forcePINChange == true,
+                    rpIds: request.minPinLengthRPIDs
                 )
             }
             let length = request.minPINLength.map(String.init) ?? "unchanged"
             logger.info(
                 "minimum PIN length set",
                 metadata: [
-                    "key": "\(name)", "minPINLength": "\(length)", "forcePINChange": "\(request.forcePINChange == true)",
+                    "key": "\(name)", "minPINLength": "\(length)",
+                    "forcePINChange": "\(request.forcePINChange == true)",
                     "rpIds": "\(request.minPinLengthRPIDs.map { $0.joined(separator: ",") } ?? "unchanged")",
                 ]
             )
@@ -302,6 +309,17 @@ actor KeyManager {
         }
         logger.notice("key reset through the control API", metadata: ["key": "\(name)"])
         return await document(managed)
+    }
+
+    func largeBlobs(_ name: String) async throws(ControlError) -> LargeBlobsDocument {
+        let managed = try managed(name)
+        let status = try await administering(name) { () throws(AdministrationError) in
+            try await managed.key.authenticator.largeBlobStatus()
+        }
+        return LargeBlobsDocument(
+            serializedSize: status.serializedSize,
+            maxSerializedLargeBlobArray: status.maxSerializedLargeBlobArray
+        )
     }
 
     private func administering<T>(

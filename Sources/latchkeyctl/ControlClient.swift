@@ -199,6 +199,7 @@ enum ControlPath {
     static func pin(key: String) -> String { "\(Self.key(key))/pin" }
     static func config(key: String) -> String { "\(Self.key(key))/config" }
     static func reset(key: String) -> String { "\(Self.key(key))/reset" }
+    static func largeBlobs(key: String) -> String { "\(Self.key(key))/large-blobs" }
     static func decide(pending id: String, approve: Bool) -> String {
         "\(pending)/\(segment(id))/\(approve ? "approve" : "deny")"
     }

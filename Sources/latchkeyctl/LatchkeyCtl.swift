@@ -50,8 +50,8 @@ struct LatchkeyCtl: ParsableCommand {
             """,
         version: version,
         subcommands: [
-            Status.self, Keys.self, Credentials.self, Pin.self, Config.self, Reset.self, Presence.self,
-            Pending.self, Approve.self, Deny.self,
+            Status.self, Keys.self, Credentials.self, Pin.self, Config.self, LargeBlob.self, Reset.self,
+            Presence.self, Pending.self, Approve.self, Deny.self,
         ]
     )
 

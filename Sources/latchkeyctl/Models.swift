@@ -108,6 +108,12 @@ struct ConfigInfo: Codable {
     var minPinLengthRPIDs: [String]?
 }
 
+/// `GET /v1/keys/{name}/large-blobs`.
+struct LargeBlobsInfo: Decodable {
+    var serializedSize: Int
+    var maxSerializedLargeBlobArray: Int
+}
+
 /// A request waiting for user presence: `GET /v1/presence/pending`.
 struct PendingRequest: Decodable {
     var id: String

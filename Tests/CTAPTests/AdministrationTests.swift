@@ -294,20 +294,41 @@ struct AdministrationTests {
         #expect(try await key.pinStatus().minPINLength == 8)
     }
 
+    // MARK: large blobs
+
+    @Test("largeBlobStatus: the initial array's 17 bytes, a written array's size, the limit")
+    func largeBlobStatus() async throws {
+        let key = TestKey()
+        #expect(
+            try await key.authenticator.largeBlobStatus()
+                == LargeBlobStatus(serializedSize: 17, maxSerializedLargeBlobArray: 4096)
+        )
+        let array = sampleLargeBlobArray(count: 2, size: 300)
+        #expect(try await key.writeLargeBlobArray(array) == .ok)
+        #expect(try await key.authenticator.largeBlobStatus().serializedSize == array.count)
+    }
+
     // MARK: reset
 
     @Test("the administrative reset erases as authenticatorReset does, keeps the identity, needs no window or touch")
     func reset() async throws {
         let fixture = try await CredentialManagementFixture()
         let key = fixture.key
+        // A non-discoverable credential, a large-blob array and a write left
+        // in progress, all with one token (each new token ends the previous).
+        let (status, token, platform) = try await key.pinToken("1234", permissions: 0x01 | 0x10)
+        #expect(status == .ok)
+        let mcLbw = (try #require(token), platform)
         var wrapped = MakeCredentialBuilder()
         wrapped.rk = false
         wrapped.userId = [9]
-        let (status, token, platform) = try await key.pinToken("1234", permissions: 0x01)
-        #expect(status == .ok)
         wrapped.pinUvAuthProtocol = 2
-        wrapped.pinUvAuthParam = platform.authenticate(key: try #require(token), wrapped.clientDataHash)
+        wrapped.pinUvAuthParam = platform.authenticate(key: mcLbw.0, wrapped.clientDataHash)
         let nonDiscoverable = try await key.makeCredential(wrapped)
+        let blobs = sampleLargeBlobArray(count: 1, size: 200)
+        #expect(try await key.writeLargeBlobArray(blobs, token: mcLbw) == .ok)
+        #expect(try await key.beginLargeBlobWrite(blobs, token: mcLbw) == .ok, "a write left in progress")
+        // Settings, and two wrong PINs towards the power-cycle block.
         try await key.authenticator.setAlwaysUv(true)
         try await key.authenticator.setMinPINLength(8, forceChange: false)
         #expect(try await key.pinToken("0000").0 == .pinInvalid)
@@ -331,10 +352,12 @@ struct AdministrationTests {
         #expect(try await key.send(.getAssertion, assertion.cbor).0 == .noCredentials, "wrapped IDs stop working")
         #expect(try await key.send(.getAssertion, GetAssertionBuilder().cbor).0 == .noCredentials)
         #expect(try key.store.secret(named: Authenticator.wrappingSecretName)?.count == 32)
+        #expect(try await key.readLargeBlobs(offset: 0, get: 100) == (.ok, initialLargeBlobArray))
+        #expect(try await key.finishLargeBlobWrite(blobs) == .invalidSequence, "the write in progress ended")
         try await key.authenticator.setPIN("1234")
         var request = MakeCredentialBuilder()
         request.pinUvAuthProtocol = 2
-        request.pinUvAuthParam = platform.authenticate(key: try #require(token), request.clientDataHash)
+        request.pinUvAuthParam = platform.authenticate(key: mcLbw.0, request.clientDataHash)
         #expect(try await key.send(.makeCredential, request.cbor).0 == .pinAuthInvalid, "old tokens are gone")
     }
 }

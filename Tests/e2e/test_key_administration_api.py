@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from fido2.ctap import CtapError
 from fido2.ctap2 import Ctap2
+from fido2.ctap2.blob import LargeBlobs
 from fido2.ctap2.pin import ClientPin
 
 import rp
@@ -118,6 +119,19 @@ def test_update_user(usb, control, key):
     assert control.put(path, {"name": "n" * 65}, expect=400)
     missing = f"/v1/keys/{key['name']}/credentials/AAAA/user"
     assert control.put(missing, {"name": "x"}, expect=404)["error"]["code"] == "not_found"
+
+
+def test_large_blob_size_follows_what_a_client_writes(usb, control, key):
+    path = f"/v1/keys/{key['name']}/large-blobs"
+    assert control.get(path) == {"serializedSize": 17, "maxSerializedLargeBlobArray": 4096}
+    ctap2 = Ctap2(usb.ctap(key["usbip"]["busid"]))
+    entry = {1: os.urandom(300), 2: os.urandom(12), 3: 284}
+    LargeBlobs(ctap2).write_blob_array([entry])  # no PIN: no token needed
+    size = control.get(path)["serializedSize"]
+    assert 17 + 300 < size < 17 + 400
+    control.post(f"/v1/keys/{key['name']}/reset")
+    assert control.get(path)["serializedSize"] == 17, "a reset empties the large-blob array"
+    assert control.get("/v1/keys/nope/large-blobs", expect=404)
 
 
 def test_reset_keeps_the_identity(usb, control, key):

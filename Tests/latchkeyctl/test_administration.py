@@ -36,8 +36,10 @@ from test_latchkeyctl import (
 PIN_REFUSED = 3
 
 
-# Defined here rather than imported: a fixture imported from another test module
-# leaks into every directory of the session (Tests/e2e has its own `daemon`).
+# The fixtures of test_latchkeyctl.py, defined again rather than imported (pytest
+# registers an imported fixture a second time). Run this suite and Tests/e2e as
+# directories: naming files of both in one pytest run lets the `daemon` of this
+# directory shadow Tests/e2e's, for test_latchkeyctl.py as much as for this file.
 @pytest.fixture(scope="session")
 def binary() -> str:
     return latchkeyctl_path()
@@ -438,6 +440,21 @@ def test_reset_of_a_missing_key_exits_4(binary, daemon):
     assert ctl(binary, daemon, "reset", "nope", "--yes").code == NOT_FOUND
 
 
+def test_large_blob_size(binary, daemon):
+    daemon.route("GET", "/v1/keys/ci-1/large-blobs",
+                 Reply(body={"serializedSize": 421, "maxSerializedLargeBlobArray": 4096}))
+    result = ctl(binary, daemon, "large-blob", "size", "ci-1")
+    assert result.code == OK, result.err
+    assert (daemon.only().method, daemon.only().path) == ("GET", "/v1/keys/ci-1/large-blobs")
+    assert "size   421 bytes" in result.out and "limit  4096 bytes" in result.out
+    assert ctl(binary, daemon, "large-blob", "ci-1", "--json").json() == {
+        "serializedSize": 421, "maxSerializedLargeBlobArray": 4096}
+    daemon.route("GET", "/v1/keys/default/large-blobs",
+                 Reply(body={"serializedSize": 17, "maxSerializedLargeBlobArray": 4096}))
+    assert "17 bytes (empty)" in ctl(binary, daemon, "large-blob", "size", "default").out
+    assert ctl(binary, daemon, "large-blob", "size").code == USAGE, "KEY is required"
+
+
 def test_keys_replug(binary, daemon):
     daemon.route("POST", "/v1/keys/ci-1/replug", Reply(body=CI_KEY))
     result = ctl(binary, daemon, "keys", "replug", "ci-1")
@@ -450,7 +467,7 @@ def test_keys_replug(binary, daemon):
 # Help
 
 NEW_COMMANDS = [["pin"], ["pin", "status"], ["pin", "set"], ["pin", "change"], ["credentials", "update-user"],
-                ["config"], ["reset"], ["keys", "replug"]]
+                ["config"], ["reset"], ["keys", "replug"], ["large-blob"], ["large-blob", "size"]]
 
 
 @pytest.mark.parametrize("command", NEW_COMMANDS, ids=" ".join)
