@@ -308,28 +308,23 @@ extension Authenticator {
 
     /// authenticatorReset's effect (§6.6) without its power-up window and
     /// touch, which the control socket's permissions stand in for: every
-    /// credential, the PIN and its retries, the minimum PIN length, alwaysUv
-    /// and every other secret go, the identity (AAGUID, attestation key,
-    /// `device.` secrets) stays; credential IDs issued before no longer
-    /// unwrap, and the large-blob array is the initial one again. Session
-    /// state goes as at a power cycle: key agreement keys, pinUvAuthTokens,
-    /// the power-cycle block, pending getNextAssertion, credential
-    /// management enumerations and large-blob writes. The reset window is
-    /// left as it is.
+    /// credential, the PIN and its retries, the minimum PIN length, alwaysUv,
+    /// the large-blob array and every other secret go, the identity (AAGUID,
+    /// attestation key, `device.` secrets) stays; a new wrapping secret
+    /// means credential IDs issued before no longer unwrap. Then a power
+    /// cycle, so that whatever session state the engine keeps goes too (key
+    /// agreement keys, pinUvAuthTokens, the power-cycle block, pending
+    /// getNextAssertion, enumerations, large-blob writes); it also opens the
+    /// reset window, harmless on a key just reset.
     public func administrativeReset() throws(AdministrationError) {
-        try administering { () throws(CTAPStatus) in
-            try storing("resetting the store") { () throws(StoreError) in try store.reset() }
-            let secret = entropy.bytes(count: 32)
-            try storing("replacing the wrapping secret") { () throws(StoreError) in
-                try store.setSecret(secret, named: Self.wrappingSecretName)
+        wrapper = try administering { () throws(CTAPStatus) in
+            try storing("resetting the store") { () throws(StoreError) in
+                try store.reset()
+                return try Self.loadWrapper(store: store, entropy: entropy)
             }
-            wrapper = CredentialWrapper(secret: secret)
-            keyCache.removeAll()
-            pendingAssertions = nil
-            credentialManagementEnumeration = nil
-            largeBlobWrite = nil
-            pinUvAuth = PinUvAuthSession(entropy: entropy)
         }
+        keyCache.removeAll()
+        powerCycle()
     }
 
     // MARK: - Large blobs
