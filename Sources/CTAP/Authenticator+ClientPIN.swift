@@ -124,7 +124,12 @@ extension Authenticator {
         }
         let newPin = try decryptNewPin(newPinEnc, sharedSecret, version)
         // Steps 7–10: the policy, then CurrentStoredPIN with a full retries counter.
-        let pin = try checkedNewPin(newPin)
+        try storeFirstPIN(try checkedNewPin(newPin))
+    }
+
+    /// §6.5.5.5 step 10, shared with the control API's setPIN: CurrentStoredPIN
+    /// with a full retries counter.
+    func storeFirstPIN(_ pin: StoredPIN) throws(CTAPStatus) {
         try storing("setting the PIN") { () throws(StoreError) in
             try store.setSecret([UInt8(PINSecret.maxRetries)], named: PINSecret.retries)
             try store.setSecret(pin.hash + [UInt8(pin.codePointCount)], named: PINSecret.hash)
@@ -152,8 +157,13 @@ extension Authenticator {
         }
         // Steps 6–8: the current PIN, which costs a retry until it matches.
         try checkPinHash(pinHashEnc, sharedSecret: sharedSecret, version: version, against: current)
-        // Steps 9–11: the new PIN and the policy.
-        let newPin = try checkedNewPin(try decryptNewPin(newPinEnc, sharedSecret, version))
+        // Steps 9–13: the new PIN and the policy, then the PIN replaced.
+        try replacePIN(current, with: try checkedNewPin(try decryptNewPin(newPinEnc, sharedSecret, version)))
+    }
+
+    /// §6.5.5.6 steps 11–13, shared with the control API's changePIN once
+    /// the current PIN matched.
+    func replacePIN(_ current: StoredPIN, with newPin: StoredPIN) throws(CTAPStatus) {
         // While a change is forced, the new PIN must differ from the old one.
         if try forcePINChange(), constantTimeEqual(newPin.hash, current.hash) { throw .pinPolicyViolation }
         // Step 12: the new CurrentStoredPIN; a forced change is done.
@@ -264,19 +274,33 @@ extension Authenticator {
     }
 
     /// Compares the platform's encrypted PIN hash with CurrentStoredPIN
-    /// (§6.5.5.6 steps 6–8, §6.5.5.7.1 steps 5–7).
-    ///
-    /// The decremented retries counter reaches the store before the
-    /// comparison, so pulling the plug mid-check still costs the attempt. A
-    /// mismatch (or a ciphertext that does not decrypt) regenerates the key
-    /// agreement key and answers PIN_BLOCKED at 0 retries, PIN_AUTH_BLOCKED at
-    /// the third consecutive mismatch, PIN_INVALID otherwise. After three,
-    /// attempts are refused unspent until the next power cycle.
+    /// (§6.5.5.6 steps 6–8, §6.5.5.7.1 steps 5–7); a ciphertext that does not
+    /// decrypt is a mismatch.
     private func checkPinHash(
         _ pinHashEnc: [UInt8],
         sharedSecret: [UInt8],
         version: PinUvAuthProtocolVersion,
         against current: StoredPIN
+    ) throws(CTAPStatus) {
+        let presented = try? version.decrypt(key: sharedSecret, ciphertext: pinHashEnc)
+        try checkPIN(presented, against: current, regenerating: version)
+    }
+
+    /// Compares a presented LEFT(SHA-256(PIN), 16) with CurrentStoredPIN: the
+    /// one place that spends and restores PIN retries, for clientPIN and the
+    /// control API alike.
+    ///
+    /// The decremented retries counter reaches the store before the
+    /// comparison, so pulling the plug mid-check still costs the attempt. A
+    /// mismatch regenerates `version`'s key agreement key (clientPIN's; the
+    /// control API has none) and answers PIN_BLOCKED at 0 retries,
+    /// PIN_AUTH_BLOCKED at the third consecutive mismatch, PIN_INVALID
+    /// otherwise. After three, attempts are refused unspent until the next
+    /// power cycle.
+    func checkPIN(
+        _ presented: [UInt8]?,
+        against current: StoredPIN,
+        regenerating version: PinUvAuthProtocolVersion?
     ) throws(CTAPStatus) {
         if pinUvAuth.consecutiveMismatches >= PINSecret.maxConsecutiveMismatches { throw .pinAuthBlocked }
         // Callers refuse a blocked PIN earlier, in their spec position; this
@@ -286,9 +310,8 @@ extension Authenticator {
         try storing("persisting pinRetries") { () throws(StoreError) in
             try store.setSecret([UInt8(retries)], named: PINSecret.retries)
         }
-        let presented = try? version.decrypt(key: sharedSecret, ciphertext: pinHashEnc)
         guard let presented, constantTimeEqual(presented, current.hash) else {
-            pinUvAuth[version].regenerate(entropy: entropy)
+            if let version { pinUvAuth[version].regenerate(entropy: entropy) }
             if retries == 0 { throw .pinBlocked }
             pinUvAuth.consecutiveMismatches += 1
             if pinUvAuth.consecutiveMismatches >= PINSecret.maxConsecutiveMismatches { throw .pinAuthBlocked }
@@ -315,8 +338,9 @@ extension Authenticator {
 
     /// The PIN inside `paddedNewPin` checked against the PIN policy (§6.5.5.5
     /// steps 8–10): trailing zero bytes dropped, at least the minimum length in
-    /// code points, at most 63 bytes; else PIN_POLICY_VIOLATION.
-    private func checkedNewPin(_ paddedNewPin: [UInt8]) throws(CTAPStatus) -> StoredPIN {
+    /// code points, at most 63 bytes; else PIN_POLICY_VIOLATION. The control
+    /// API passes its PIN unpadded, having refused NUL in it.
+    func checkedNewPin(_ paddedNewPin: [UInt8]) throws(CTAPStatus) -> StoredPIN {
         var newPin = paddedNewPin
         while newPin.last == 0 { newPin.removeLast() }
         // Code points of the UTF-8 the platform sent (in NFC, §6.5.1): every

@@ -36,7 +36,7 @@ extension Authenticator {
 
     /// §6.11.3 toggleAlwaysUv. latchkey supports turning it off again, so
     /// OPERATION_DENIED never arises; makeCredUvNotRqd follows it in getInfo.
-    private func toggleAlwaysUv() throws(CTAPStatus) {
+    func toggleAlwaysUv() throws(CTAPStatus) {
         let enable = !(try alwaysUv())
         try storing("toggling alwaysUv") { () throws(StoreError) in
             try store.setSecret(enable ? [1] : nil, named: ConfigSecret.alwaysUv)
@@ -44,7 +44,7 @@ extension Authenticator {
     }
 
     /// §6.11.4 setMinPINLength.
-    private func setMinPINLength(_ request: AuthenticatorConfigRequest) throws(CTAPStatus) {
+    func setMinPINLength(_ request: AuthenticatorConfigRequest) throws(CTAPStatus) {
         let current = try minPINLength()
         // An absent newMinPINLength keeps the current one.
         let requested = request.newMinPINLength ?? UInt64(current)

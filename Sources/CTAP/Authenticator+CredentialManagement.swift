@@ -139,13 +139,22 @@ extension Authenticator {
     /// empty or absent field is removed.
     private func updateUserInformation(_ request: CredentialManagementRequest) throws(CTAPStatus) {
         guard let descriptor = request.credentialID, let user = request.user else { throw .missingParameter }
-        var credential = try authenticatedCredential(request, .updateUserInformation, descriptor: descriptor)
+        let credential = try authenticatedCredential(request, .updateUserInformation, descriptor: descriptor)
+        try updateUser(of: credential, to: user)
+    }
+
+    /// updateUserInformation's change to the credential, shared with the
+    /// control API. Returns the credential as stored.
+    @discardableResult
+    func updateUser(of credential: StoredCredential, to user: UserEntity) throws(CTAPStatus) -> StoredCredential {
         // The user handle names the account; it cannot change.
         guard user.id == credential.userId else { throw .invalidParameter }
+        var credential = credential
         credential.userName = user.name.flatMap { $0.isEmpty ? nil : $0 }
         credential.userDisplayName = user.displayName.flatMap { $0.isEmpty ? nil : $0 }
         let stored = credential
         try storing("updating a credential") { () throws(StoreError) in _ = try store.update(stored) }
+        return stored
     }
 
     // MARK: - Shared steps

@@ -135,7 +135,9 @@ public actor Authenticator {
         self.pinUvAuth = PinUvAuthSession(entropy: entropy)
     }
 
-    private static func loadWrapper(store: any CredentialStore, entropy: any EntropySource) throws(StoreError)
+    /// The wrapper over the store's wrapping secret, made (and stored) when
+    /// the store has none: on first use, and after a reset erased it.
+    static func loadWrapper(store: any CredentialStore, entropy: any EntropySource) throws(StoreError)
         -> CredentialWrapper
     {
         if let secret = try store.secret(named: wrappingSecretName), secret.count == 32 {

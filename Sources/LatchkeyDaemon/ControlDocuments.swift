@@ -78,6 +78,64 @@ public struct PresenceDocument: Codable, Sendable, Equatable {
     public var timeoutSeconds: Int?
 }
 
+/// PUT /v1/keys/{name}/credentials/{id}/user: a field left out (or null)
+/// keeps its value, an empty one removes it.
+public struct UserUpdateRequest: Codable, Sendable {
+    public var name: String?
+    public var displayName: String?
+}
+
+/// GET /v1/keys/{name}/pin, and the answer to PUT.
+public struct PINDocument: Codable, Sendable, Equatable {
+    public var set: Bool
+    public var retries: Int
+    public var maxRetries: Int
+    /// No retries left: only a reset makes the key usable with a PIN again.
+    public var blocked: Bool
+    /// Three wrong PINs in a row: no attempt until the key is plugged in again.
+    public var powerCycleRequired: Bool
+    public var minPINLength: Int
+    public var forcePINChange: Bool
+    public var alwaysUv: Bool
+
+    init(_ status: PINStatus) {
+        set = status.isSet
+        retries = status.retries
+        maxRetries = status.maxRetries
+        blocked = status.isBlocked
+        powerCycleRequired = status.powerCycleRequired
+        minPINLength = status.minPINLength
+        forcePINChange = status.forcePINChange
+        alwaysUv = status.alwaysUv
+    }
+}
+
+/// PUT /v1/keys/{name}/pin: `newPin` alone sets the first PIN; with
+/// `currentPin` it changes the PIN. Never logged.
+public struct PINRequest: Codable, Sendable {
+    public var currentPin: String?
+    public var newPin: String
+}
+
+/// GET and PUT /v1/keys/{name}/config; every field is optional in a PUT.
+public struct ConfigDocument: Codable, Sendable, Equatable {
+    public var alwaysUv: Bool?
+    /// Never decreases; at most 63.
+    public var minPINLength: Int?
+    /// Only true may be sent: changing the PIN is what clears it.
+    public var forcePINChange: Bool?
+    /// The RP IDs the minPinLength extension tells the minimum to; a PUT
+    /// replaces the list.
+    public var minPinLengthRPIDs: [String]?
+}
+
+/// GET /v1/keys/{name}/large-blobs
+public struct LargeBlobsDocument: Codable, Sendable, Equatable {
+    /// Bytes the serialized large-blob array takes (17 when empty).
+    public var serializedSize: Int
+    public var maxSerializedLargeBlobArray: Int
+}
+
 /// POST /v1/presence/pending/{id}/approve|deny
 public struct PresenceAnswerDocument: Codable, Sendable {
     public var id: String
@@ -120,6 +178,24 @@ public struct ControlError: Error, Sendable {
         self.status = status
         self.code = code
         self.message = message
+    }
+
+    /// The one mapping from the engine's administrative errors to statuses
+    /// and codes; `key` names the key in the message.
+    init(_ error: AdministrationError, key: String) {
+        let message = "key \(key): \(error.reason)"
+        switch error.code {
+        case .pinInvalid: self.init(403, "pin_invalid", message)
+        case .pinBlocked: self.init(423, "pin_blocked", message)
+        case .pinAuthBlocked: self.init(423, "pin_auth_blocked", message)
+        case .pinNotSet: self.init(409, "pin_not_set", message)
+        case .pinAlreadySet: self.init(409, "pin_already_set", message)
+        case .pinPolicyViolation: self.init(400, "pin_policy_violation", message)
+        case .settingRefused: self.init(409, "setting_refused", message)
+        case .noCredential: self.init(404, "not_found", message)
+        case .invalidParameter: self.init(400, "bad_request", message)
+        default: self.init(500, "internal", message)
+        }
     }
 
     static func notFound(_ message: String) -> ControlError { ControlError(404, "not_found", message) }

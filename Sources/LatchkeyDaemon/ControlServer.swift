@@ -87,6 +87,38 @@ struct ControlServer {
                 return Empty()
             }
         }
+        router.put("/v1/keys/:name/credentials/:id/user") { request, context in
+            try await answer {
+                let body: UserUpdateRequest = try await decode(request)
+                return try await manager.updateUser(
+                    try parameter(context, "name"), id: try parameter(context, "id"), body
+                )
+            }
+        }
+        router.get("/v1/keys/:name/pin") { _, context in
+            try await answer { try await manager.pinStatus(try parameter(context, "name")) }
+        }
+        router.put("/v1/keys/:name/pin") { request, context in
+            try await answer {
+                let body: PINRequest = try await decode(request)
+                return try await manager.updatePIN(try parameter(context, "name"), body)
+            }
+        }
+        router.get("/v1/keys/:name/config") { _, context in
+            try await answer { try await manager.configuration(try parameter(context, "name")) }
+        }
+        router.put("/v1/keys/:name/config") { request, context in
+            try await answer {
+                let body: ConfigDocument = try await decode(request)
+                return try await manager.updateConfiguration(try parameter(context, "name"), body)
+            }
+        }
+        router.get("/v1/keys/:name/large-blobs") { _, context in
+            try await answer { try await manager.largeBlobs(try parameter(context, "name")) }
+        }
+        router.post("/v1/keys/:name/reset") { _, context in
+            try await answer { try await manager.reset(try parameter(context, "name")) }
+        }
         router.get("/v1/keys/:name/presence") { _, context in
             try await answer {
                 let settings = try await manager.presence(try parameter(context, "name")).current

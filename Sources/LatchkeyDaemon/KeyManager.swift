@@ -201,6 +201,138 @@ actor KeyManager {
         logger.info("credential deleted", metadata: ["key": "\(name)"])
     }
 
+    // MARK: PIN, configuration, reset (the engine's administration)
+
+    func pinStatus(_ name: String) async throws(ControlError) -> PINDocument {
+        let managed = try managed(name)
+        return try await administering(name) { () throws(AdministrationError) in
+            PINDocument(try await managed.key.authenticator.pinStatus())
+        }
+    }
+
+    /// Sets the first PIN, or changes it when the request carries the
+    /// current one. PINs are normalized to NFC, as a platform does (CTAP 2.1
+    /// §6.5.1), so that a PIN matches whether an input method composed its
+    /// accented characters or not; they are never logged.
+    func updatePIN(_ name: String, _ request: PINRequest) async throws(ControlError) -> PINDocument {
+        let managed = try managed(name)
+        let authenticator = managed.key.authenticator
+        let newPin = request.newPin.precomposedStringWithCanonicalMapping
+        if let current = request.currentPin {
+            let current = current.precomposedStringWithCanonicalMapping
+            do {
+                try await authenticator.changePIN(from: current, to: newPin)
+            } catch {
+                logger.notice("PIN change refused", metadata: ["key": "\(name)", "reason": "\(error.code)"])
+                throw ControlError(error, key: name)
+            }
+            logger.info("PIN changed", metadata: ["key": "\(name)"])
+        } else {
+            try await administering(name) { () throws(AdministrationError) in try await authenticator.setPIN(newPin) }
+            logger.info("PIN set", metadata: ["key": "\(name)"])
+        }
+        return try await pinStatus(name)
+    }
+
+    func updateUser(_ name: String, id: String, _ request: UserUpdateRequest) async throws(ControlError)
+        -> CredentialDocument
+    {
+        let managed = try managed(name)
+        guard let bytes = Base64URL.decode(id) else { throw .badRequest("credential id is not base64url") }
+        let credential = try await administering(name) { () throws(AdministrationError) in
+            try await managed.key.authenticator.updateUser(
+                credentialId: bytes,
+                name: request.name,
+                displayName: request.displayName
+            )
+        }
+        logger.info("credential user updated", metadata: ["key": "\(name)"])
+        return CredentialDocument(credential)
+    }
+
+    func configuration(_ name: String) async throws(ControlError) -> ConfigDocument {
+        let managed = try managed(name)
+        let status = try await administering(name) { () throws(AdministrationError) in
+            try await managed.key.authenticator.pinStatus()
+        }
+        return ConfigDocument(
+            alwaysUv: status.alwaysUv,
+            minPINLength: status.minPINLength,
+            forcePINChange: status.forcePINChange,
+            minPinLengthRPIDs: status.minPinLengthRPIDs
+        )
+    }
+
+    /// Applies the minimum PIN length (with the forced change and the RP
+    /// IDs) before alwaysUv: only the first can be refused, so a refusal
+    /// changes nothing.
+    func updateConfiguration(_ name: String, _ request: ConfigDocument) async throws(ControlError) -> ConfigDocument {
+        let authenticator = try managed(name).key.authenticator
+        if request.forcePINChange == false {
+            throw .badRequest("forcePINChange can only be set to true; changing the PIN clears it")
+        }
+        if request.minPINLength != nil || request.forcePINChange == true || request.minPinLengthRPIDs != nil {
+            try await administering(name) { () throws(AdministrationError) in
+                try await authenticator.setMinPINLength(
+                    request.minPINLength,
+                    forceChange: request.forcePINChange == true,
+                    rpIds: request.minPinLengthRPIDs
+                )
+            }
+            let length = request.minPINLength.map(String.init) ?? "unchanged"
+            logger.info(
+                "minimum PIN length set",
+                metadata: [
+                    "key": "\(name)", "minPINLength": "\(length)",
+                    "forcePINChange": "\(request.forcePINChange == true)",
+                    "rpIds": "\(request.minPinLengthRPIDs.map { $0.joined(separator: ",") } ?? "unchanged")",
+                ]
+            )
+        }
+        if let alwaysUv = request.alwaysUv {
+            try await administering(name) { () throws(AdministrationError) in
+                try await authenticator.setAlwaysUv(alwaysUv)
+            }
+            logger.info("alwaysUv set", metadata: ["key": "\(name)", "alwaysUv": "\(alwaysUv)"])
+        }
+        return try await configuration(name)
+    }
+
+    /// authenticatorReset without its window and touch: the socket's
+    /// permissions already say who may. Requests waiting for presence are
+    /// denied first, so that none completes into the erased store.
+    func reset(_ name: String) async throws(ControlError) -> KeyDocument {
+        let managed = try managed(name)
+        board.answerAll(key: name, .denied)
+        try await administering(name) { () throws(AdministrationError) in
+            try await managed.key.authenticator.administrativeReset()
+        }
+        logger.notice("key reset through the control API", metadata: ["key": "\(name)"])
+        return await document(managed)
+    }
+
+    func largeBlobs(_ name: String) async throws(ControlError) -> LargeBlobsDocument {
+        let managed = try managed(name)
+        let status = try await administering(name) { () throws(AdministrationError) in
+            try await managed.key.authenticator.largeBlobStatus()
+        }
+        return LargeBlobsDocument(
+            serializedSize: status.serializedSize,
+            maxSerializedLargeBlobArray: status.maxSerializedLargeBlobArray
+        )
+    }
+
+    private func administering<T>(
+        _ name: String,
+        _ body: () async throws(AdministrationError) -> T
+    ) async throws(ControlError) -> T {
+        do {
+            return try await body()
+        } catch {
+            throw ControlError(error, key: name)
+        }
+    }
+
     func presence(_ name: String) throws(ControlError) -> PresenceBroker {
         try managed(name).key.presence
     }

@@ -113,6 +113,9 @@ struct ControlClient {
             if response.status == 404 {
                 throw CtlError(.notFound, "not found: \(what)")
             }
+            if let code = detail?.code, Self.pinRefusals.contains(code) {
+                throw CtlError(.pinRefused, "latchkeyd refused the PIN: \(what)")
+            }
             let verb = response.status >= 500 ? "latchkeyd failed to handle" : "latchkeyd refused"
             throw CtlError(.refused, "\(verb) \(name): \(what)")
         default:
@@ -122,6 +125,9 @@ struct ControlClient {
             )
         }
     }
+
+    /// The error codes of a wrong or blocked PIN (exit status 3).
+    static let pinRefusals: Set<String> = ["pin_invalid", "pin_blocked", "pin_auth_blocked"]
 
     /// The one mapping from transport failures to exit codes and messages.
     private func map(_ error: TransportError, request: String) -> CtlError {
@@ -189,6 +195,11 @@ enum ControlPath {
     static func credentials(key: String) -> String { "\(Self.key(key))/credentials" }
     static func credential(key: String, id: String) -> String { "\(credentials(key: key))/\(segment(id))" }
     static func presence(key: String) -> String { "\(Self.key(key))/presence" }
+    static func credentialUser(key: String, id: String) -> String { "\(credential(key: key, id: id))/user" }
+    static func pin(key: String) -> String { "\(Self.key(key))/pin" }
+    static func config(key: String) -> String { "\(Self.key(key))/config" }
+    static func reset(key: String) -> String { "\(Self.key(key))/reset" }
+    static func largeBlobs(key: String) -> String { "\(Self.key(key))/large-blobs" }
     static func decide(pending id: String, approve: Bool) -> String {
         "\(pending)/\(segment(id))/\(approve ? "approve" : "deny")"
     }

@@ -9,6 +9,9 @@ struct CtlError: Error, Equatable, CustomStringConvertible {
     enum Code: Int32 {
         /// The daemon refused the request (4xx other than 404, or 5xx).
         case refused = 1
+        /// The PIN was wrong, or PIN entry is blocked (until a replug or for
+        /// good), so that a script can tell a PIN it must not retry blindly.
+        case pinRefused = 3
         /// The daemon has no such thing (404), or nothing is pending.
         case notFound = 4
         /// Bad arguments (EX_USAGE, as ArgumentParser's validation).

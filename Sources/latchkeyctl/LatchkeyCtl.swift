@@ -17,7 +17,9 @@ struct LatchkeyCtl: ParsableCommand {
             latchkeyctl talks to latchkeyd's control API (HTTP/1.1 and JSON on a Unix \
             socket). It lists and creates virtual keys, inspects and deletes their \
             credentials, sets how a key asks for user presence, and answers pending \
-            presence requests — by hand, or from a CI rig.
+            presence requests — by hand, or from a CI rig. It also manages what a \
+            FIDO tool would: a key's PIN, its alwaysUv and minimum PIN length \
+            settings, credential user names, and reset.
 
             The socket is --socket PATH, else $LATCHKEY_SOCKET, else \
             /run/latchkeyd/control.sock if it exists, else \
@@ -31,10 +33,14 @@ struct LatchkeyCtl: ParsableCommand {
               latchkeyctl presence set auto --key ci-1
               latchkeyctl approve --wait 10        # answer the next touch request
               latchkeyctl --socket /tmp/l.sock pending --json
+              latchkeyctl pin set                  # asks twice, without echo
+              latchkeyctl reset ci-1 --yes
 
             Exit codes:
               0   success
-              1   the daemon refused the request (HTTP 4xx other than 404, or 5xx)
+              1   the daemon refused the request (HTTP 4xx other than 404, or 5xx),
+                  or a confirmation was declined
+              3   the PIN was wrong (a retry is spent), or PIN entry is blocked
               4   not found (HTTP 404), or no presence request pending
               64  usage error: bad arguments, or several requests pending and
                   neither an ID nor --oldest given
@@ -44,7 +50,8 @@ struct LatchkeyCtl: ParsableCommand {
             """,
         version: version,
         subcommands: [
-            Status.self, Keys.self, Credentials.self, Presence.self, Pending.self, Approve.self, Deny.self,
+            Status.self, Keys.self, Credentials.self, Pin.self, Config.self, LargeBlob.self, Reset.self,
+            Presence.self, Pending.self, Approve.self, Deny.self,
         ]
     )
 

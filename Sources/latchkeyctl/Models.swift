@@ -73,6 +73,47 @@ struct PresenceUpdate: Encodable {
     var timeoutSeconds: Int?
 }
 
+/// `PUT /v1/keys/{name}/credentials/{id}/user`: a field left out keeps its
+/// value, an empty one removes it.
+struct UserUpdate: Encodable {
+    var name: String?
+    var displayName: String?
+}
+
+/// `GET` and `PUT /v1/keys/{name}/pin`.
+struct PINInfo: Decodable {
+    var set: Bool
+    var retries: Int
+    var maxRetries: Int?
+    var blocked: Bool
+    var powerCycleRequired: Bool
+    var minPINLength: Int
+    var forcePINChange: Bool
+    var alwaysUv: Bool
+}
+
+/// `PUT /v1/keys/{name}/pin`: `newPin` alone sets the first PIN, with
+/// `currentPin` it changes it.
+struct PINUpdate: Encodable {
+    var currentPin: String?
+    var newPin: String
+}
+
+/// `GET` and `PUT /v1/keys/{name}/config`; fields left out of a PUT stay.
+struct ConfigInfo: Codable {
+    var alwaysUv: Bool?
+    var minPINLength: Int?
+    var forcePINChange: Bool?
+    /// The RP IDs told the minimum PIN length; a PUT replaces them.
+    var minPinLengthRPIDs: [String]?
+}
+
+/// `GET /v1/keys/{name}/large-blobs`.
+struct LargeBlobsInfo: Decodable {
+    var serializedSize: Int
+    var maxSerializedLargeBlobArray: Int
+}
+
 /// A request waiting for user presence: `GET /v1/presence/pending`.
 struct PendingRequest: Decodable {
     var id: String

@@ -40,6 +40,11 @@ OK, REFUSED, NOT_FOUND, USAGE, UNAVAILABLE, PROTOCOL = 0, 1, 4, 64, 69, 70
 
 @pytest.fixture(scope="session")
 def binary() -> str:
+    return latchkeyctl_path()
+
+
+def latchkeyctl_path() -> str:
+    """$LATCHKEYCTL, or the debug build; fails the session when it is not there."""
     path = pathlib.Path(os.environ.get("LATCHKEYCTL", ".build/debug/latchkeyctl"))
     if not path.is_absolute():
         path = REPO / path

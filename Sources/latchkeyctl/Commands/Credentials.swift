@@ -4,14 +4,15 @@ import ArgumentParser
 
 struct Credentials: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "List and delete a key's stored (discoverable) credentials.",
+        abstract: "List, rename and delete a key's stored (discoverable) credentials.",
         discussion: """
             Examples:
               latchkeyctl credentials
               latchkeyctl credentials list --key ci-1
+              latchkeyctl credentials update-user ci-1 3q2-7w... --name alice@example.com
               latchkeyctl credentials delete 3q2-7w... --key ci-1
             """,
-        subcommands: [List.self, Delete.self],
+        subcommands: [List.self, UpdateUser.self, Delete.self],
         defaultSubcommand: List.self
     )
 
@@ -44,6 +45,60 @@ struct Credentials: ParsableCommand {
                     )
                 }
                 return table.render()
+            }
+        }
+    }
+
+    struct UpdateUser: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "update-user",
+            abstract: "Change a credential's user name or display name (PUT /v1/keys/NAME/credentials/ID/user).",
+            discussion: """
+                What a FIDO tool's updateUserInformation does: the account (user \
+                handle) stays, the names a browser shows when picking a passkey \
+                change. An option left out keeps its value; an empty one removes it. \
+                Each is at most 64 bytes of UTF-8. Exits 4 when the key has no such \
+                credential.
+
+                Examples:
+                  latchkeyctl credentials update-user default 3q2-7wAAAQ --name alice@example.com
+                  latchkeyctl credentials update-user ci-1 3q2-7wAAAQ --display-name "Alice L." --json
+                  latchkeyctl credentials update-user ci-1 3q2-7wAAAQ --display-name ""
+                """
+        )
+
+        @OptionGroup var global: GlobalOptions
+
+        @Argument(help: ArgumentHelp("The key's name.", valueName: "key"))
+        var key: String
+
+        @Argument(help: ArgumentHelp("The credential ID (base64url).", valueName: "credential-id"))
+        var id: String
+
+        @Option(help: ArgumentHelp("The new user name (user.name).", valueName: "name"))
+        var name: String?
+
+        @Option(help: ArgumentHelp("The new display name (user.displayName).", valueName: "name"))
+        var displayName: String?
+
+        func validate() throws {
+            guard !Delete.base64url(id).isEmpty else { throw ValidationError("The credential ID must not be empty.") }
+            guard name != nil || displayName != nil else {
+                throw ValidationError("Give --name, --display-name, or both.")
+            }
+        }
+
+        func run() throws {
+            let id = Delete.base64url(id)
+            let update = UserUpdate(name: name, displayName: displayName)
+            let response = try global.client().put(ControlPath.credentialUser(key: key, id: id), json: update)
+            try global.show(response, as: CredentialInfo.self) { credential in
+                Table.fields([
+                    ("id", credential.id),
+                    ("rp", credential.rpId),
+                    ("user", Format.optional(credential.userName)),
+                    ("display name", Format.optional(credential.userDisplayName)),
+                ])
             }
         }
     }

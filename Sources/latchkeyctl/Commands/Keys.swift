@@ -14,9 +14,10 @@ struct Keys: ParsableCommand {
               latchkeyctl keys
               latchkeyctl keys create ci-1 --presence auto
               latchkeyctl keys show ci-1
+              latchkeyctl keys replug ci-1
               latchkeyctl keys delete ci-1
             """,
-        subcommands: [List.self, Create.self, Show.self, Delete.self],
+        subcommands: [List.self, Create.self, Show.self, Replug.self, Delete.self],
         defaultSubcommand: List.self
     )
 
@@ -99,6 +100,30 @@ struct Keys: ParsableCommand {
         func run() throws {
             let response = try global.client().get(ControlPath.key(name))
             try global.show(response, as: KeyInfo.self, KeyTable.fields)
+        }
+    }
+
+    struct Replug: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Unplug a key and plug it in again (POST /v1/keys/NAME/replug).",
+            discussion: """
+                As pulling a hardware key out and back in: PIN entry blocked by \
+                three wrong PINs in a row works again, PIN tokens end, and a FIDO \
+                tool's reset is allowed for the next 10 seconds.
+
+                Examples:
+                  latchkeyctl keys replug default
+                """
+        )
+
+        @OptionGroup var global: GlobalOptions
+
+        @Argument(help: "The key's name.")
+        var name: String
+
+        func run() throws {
+            let response = try global.client().post(ControlPath.key(name) + "/replug")
+            try global.show(response, as: KeyInfo.self) { _ in "Replugged key \(name.quoted)." }
         }
     }
 
