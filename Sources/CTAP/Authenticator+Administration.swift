@@ -317,13 +317,7 @@ extension Authenticator {
     /// getNextAssertion, enumerations, large-blob writes); it also opens the
     /// reset window, harmless on a key just reset.
     public func administrativeReset() throws(AdministrationError) {
-        wrapper = try administering { () throws(CTAPStatus) in
-            try storing("resetting the store") { () throws(StoreError) in
-                try store.reset()
-                return try Self.loadWrapper(store: store, entropy: entropy)
-            }
-        }
-        keyCache.removeAll()
+        try administering { () throws(CTAPStatus) in try erase() }
         powerCycle()
     }
 

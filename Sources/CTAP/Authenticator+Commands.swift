@@ -397,18 +397,24 @@ extension Authenticator {
         // host cannot wipe a key that has been plugged in for a while.
         guard clock.milliseconds - poweredUpAt <= configuration.resetWindowMilliseconds else { throw .notAllowed }
         try await collectPresence(PresenceRequest(operation: .reset))
-        try storing("resetting the store") { () throws(StoreError) in try store.reset() }
-        let secret = entropy.bytes(count: 32)
-        try storing("replacing the wrapping secret") { () throws(StoreError) in
-            try store.setSecret(secret, named: Self.wrappingSecretName)
+        try erase()
+    }
+
+    /// Erases all but the device's identity, as authenticatorReset does (and
+    /// the control API's reset): the store drops credentials, the PIN, its
+    /// retries, forcePINChange, the minimum PIN length, alwaysUv and large
+    /// blobs with every non-`device.` secret; a new wrapping secret makes
+    /// every wrapped credential ID unusable; tokens, key agreement keys and
+    /// every sequence in progress go too.
+    func erase() throws(CTAPStatus) {
+        wrapper = try storing("resetting the store") { () throws(StoreError) in
+            try store.reset()
+            return try Self.loadWrapper(store: store, entropy: entropy)
         }
-        wrapper = CredentialWrapper(secret: secret)
         keyCache.removeAll()
         pendingAssertions = nil
         credentialManagementEnumeration = nil
         largeBlobWrite = nil
-        // The store dropped the PIN, its retries, forcePINChange, the minimum
-        // PIN length and alwaysUv with the other secrets; tokens and key agreement keys go too.
         pinUvAuth = PinUvAuthSession(entropy: entropy)
     }
 }
