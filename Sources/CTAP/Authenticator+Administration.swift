@@ -335,7 +335,7 @@ extension Authenticator {
     /// `AdministrationError`: the operation's own reading of it from
     /// `refining`, else the general one (with the retries left after a
     /// wrong PIN).
-    private func administering<T>(
+    func administering<T>(
         _ body: () throws(CTAPStatus) -> T,
         refining: (CTAPStatus) -> AdministrationError? = { _ in nil }
     ) throws(AdministrationError) -> T {

@@ -129,10 +129,19 @@ extension Authenticator {
     private func deleteCredential(_ request: CredentialManagementRequest) throws(CTAPStatus) {
         guard let descriptor = request.credentialID else { throw .missingParameter }
         let credential = try authenticatedCredential(request, .deleteCredential, descriptor: descriptor)
-        try storing("deleting a credential") { () throws(StoreError) in
-            _ = try store.deleteCredential(id: credential.id)
+        try removeCredential(credential)
+    }
+
+    /// deleteCredential's removal of a stored credential, with its cached
+    /// key, shared with the signals of the control API. Returns false when
+    /// the store no longer had it.
+    @discardableResult
+    func removeCredential(_ credential: StoredCredential) throws(CTAPStatus) -> Bool {
+        let deleted = try storing("deleting a credential") { () throws(StoreError) in
+            try store.deleteCredential(id: credential.id)
         }
         keyCache[credential.rpIdHash + credential.id] = nil
+        return deleted
     }
 
     /// §6.8.6 updateUserInformation: name and displayName are replaced; an
