@@ -205,9 +205,35 @@ extension Authenticator {
     private func getPinUvAuthTokenUsingPinWithPermissions(
         _ request: ClientPINRequest
     ) throws(CTAPStatus) -> ClientPINResponse {
+        // Step 1: mandatory parameters (pinHashEnc here, the rest below).
+        guard let pinHashEnc = request.pinHashEnc else { throw .missingParameter }
+        let (version, keyAgreement, permissions) = try tokenParameters(request)
+        return try issueToken(
+            version: version, keyAgreement: keyAgreement, pinHashEnc: pinHashEnc,
+            permissions: permissions, permissionsRpId: request.rpId, whenForced: .pinPolicyViolation
+        )
+    }
+
+    /// §6.5.5.8 getPinUvAuthTokenUsingUvWithPermissions: the same parameter
+    /// checks as with a PIN, then built-in user verification (one touch that
+    /// the presence decider verifies), then a new token.
+    private func getPinUvAuthTokenUsingUvWithPermissions(
+        _ request: ClientPINRequest
+    ) async throws(CTAPStatus) -> ClientPINResponse {
+        let (version, keyAgreement, permissions) = try tokenParameters(request)
+        let sharedSecret = try decapsulate(keyAgreement, version)
+        try await collectVerifiedPresence(PresenceRequest(operation: .userVerificationToken, rpId: request.rpId))
+        return try newToken(version: version, sharedSecret: sharedSecret, permissions: permissions, rpId: request.rpId)
+    }
+
+    /// Steps 1–4 both ...WithPermissions subcommands share: the mandatory
+    /// parameters, the protocol, and the permissions.
+    private func tokenParameters(_ request: ClientPINRequest) throws(CTAPStatus)
+        -> (PinUvAuthProtocolVersion, CBORValue, PinUvAuthTokenPermissions)
+    {
         // Step 1: mandatory parameters.
         guard let raw = request.pinUvAuthProtocol, let keyAgreement = request.keyAgreement,
-            let pinHashEnc = request.pinHashEnc, let rawPermissions = request.permissions
+            let rawPermissions = request.permissions
         else { throw .missingParameter }
         // Step 2: the protocol.
         let version = try supportedProtocol(raw)
@@ -222,31 +248,7 @@ extension Authenticator {
         // Step 4: a defined permission for a feature latchkey lacks is not
         // granted; undefined bits are ignored (step 10).
         guard permissions.isSubset(of: .supported) else { throw .unauthorizedPermission }
-        return try issueToken(
-            version: version, keyAgreement: keyAgreement, pinHashEnc: pinHashEnc,
-            permissions: permissions, permissionsRpId: request.rpId, whenForced: .pinPolicyViolation
-        )
-    }
-
-    /// §6.5.5.8 getPinUvAuthTokenUsingUvWithPermissions: the same parameter
-    /// checks as with a PIN, then built-in user verification (one touch that
-    /// the presence decider verifies), then a new token.
-    private func getPinUvAuthTokenUsingUvWithPermissions(
-        _ request: ClientPINRequest
-    ) async throws(CTAPStatus) -> ClientPINResponse {
-        guard let raw = request.pinUvAuthProtocol, let keyAgreement = request.keyAgreement,
-            let rawPermissions = request.permissions
-        else { throw .missingParameter }
-        let version = try supportedProtocol(raw)
-        guard rawPermissions != 0 else { throw .invalidParameter }
-        let permissions = PinUvAuthTokenPermissions(rawValue: rawPermissions).intersection(.defined)
-        if !permissions.isDisjoint(with: [.makeCredential, .getAssertion]), request.rpId == nil {
-            throw .invalidParameter
-        }
-        guard permissions.isSubset(of: .supported) else { throw .unauthorizedPermission }
-        let sharedSecret = try decapsulate(keyAgreement, version)
-        try await collectVerifiedPresence(PresenceRequest(operation: .userVerificationToken, rpId: request.rpId))
-        return try newToken(version: version, sharedSecret: sharedSecret, permissions: permissions, rpId: request.rpId)
+        return (version, keyAgreement, permissions)
     }
 
     /// The steps getPinToken and getPinUvAuthTokenUsingPinWithPermissions
