@@ -6,9 +6,9 @@
 // renames its discoverable credentials.
 //
 // Each signal goes through the internals credential management uses
-// (`removeCredential`, `updateUser(credentialId:name:displayName:)`), so a
-// deleted credential's cached key goes too, and the user-name rules are the
-// same. A signal that matches nothing is not an error: the answer says that
+// (`delete(_:)`, `updateUser(credentialId:name:displayName:)`), so a
+// deleted credential's cached key goes too, credential.deleted and
+// credential.updated events follow, and the user-name rules are the same. A signal that matches nothing is not an error: the answer says that
 // nothing changed, as WebAuthn's signals never tell the RP what happened.
 
 import LatchkeyCrypto
@@ -39,9 +39,10 @@ extension Authenticator {
         let accepted = Set(acceptedCredentialIds)
         return try administering { () throws(CTAPStatus) in
             var outcome = SignalOutcome()
-            for credential in try storedCredentials(rpId: rpId, userHandle: userHandle)
+            for credential in try userCredentials(rpId: rpId, userHandle: userHandle)
             where !accepted.contains(credential.id) {
-                if try removeCredential(credential) { outcome.deleted.append(credential) }
+                try delete(credential)
+                outcome.deleted.append(credential)
             }
             return outcome
         }
@@ -58,7 +59,7 @@ extension Authenticator {
         displayName: String
     ) throws(AdministrationError) -> SignalOutcome {
         let matching = try administering { () throws(CTAPStatus) in
-            try storedCredentials(rpId: rpId, userHandle: userHandle)
+            try userCredentials(rpId: rpId, userHandle: userHandle)
         }
         var outcome = SignalOutcome()
         for credential in matching {
@@ -79,12 +80,13 @@ extension Authenticator {
                 try store.credential(id: credentialId)
             }
             guard let credential = found, credential.rpId == rpId else { return SignalOutcome() }
-            return try removeCredential(credential) ? SignalOutcome(deleted: [credential]) : SignalOutcome()
+            try delete(credential)
+            return SignalOutcome(deleted: [credential])
         }
     }
 
     /// The discoverable credentials of `rpId` for `userHandle`, newest first.
-    private func storedCredentials(rpId: String, userHandle: [UInt8]) throws(CTAPStatus) -> [StoredCredential] {
+    private func userCredentials(rpId: String, userHandle: [UInt8]) throws(CTAPStatus) -> [StoredCredential] {
         let rpIdHash = SHA256.hash(Array(rpId.utf8))
         return try storing("listing credentials") { () throws(StoreError) in
             try store.credentials(rpIdHash: rpIdHash)

@@ -249,7 +249,7 @@ enum CXF {
             throw CXFError("\(name) is over \(maxUserFieldBytes) bytes of UTF-8")
         }
         let key = try bytes("key", in: credential)
-        guard CredentialPrivateKey.algorithm(ofPKCS8: key) != nil else {
+        guard (try? CredentialPrivateKey(pkcs8: key)) != nil else {
             throw CXFError("key is not a PKCS#8 P-256 (ES256) or Ed25519 (EdDSA) private key")
         }
         var passkey = CXFPasskey(

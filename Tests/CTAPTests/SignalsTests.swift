@@ -42,6 +42,7 @@ struct SignalsTests {
             rpId: "example.com", userHandle: [1], acceptedCredentialIds: [bob.credentialId, [9, 9]]
         )
         #expect(outcome.deleted.map(\.id) == [alice.credentialId] && outcome.updated.isEmpty)
+        #expect(key.events.all.last?.kind == .credentialDeleted && key.events.all.last?.credentialId == alice.credentialId)
         #expect(try key.store.credential(id: alice.credentialId) == nil)
         #expect(try key.store.credential(id: bob.credentialId) != nil)
         #expect(try key.store.credential(id: carol.credentialId) != nil)
@@ -65,6 +66,8 @@ struct SignalsTests {
             rpId: "example.com", userHandle: [1], name: "alice@example.com", displayName: "Alice Liddell"
         )
         #expect(outcome.deleted.isEmpty && outcome.updated.map(\.id) == [alice.credentialId])
+        let updated = try #require(key.events.all.last)
+        #expect(updated.kind == .credentialUpdated && updated.userName == "alice@example.com")
         let stored = try #require(try key.store.credential(id: alice.credentialId))
         #expect(stored.userName == "alice@example.com" && stored.userDisplayName == "Alice Liddell")
         #expect(try key.store.credential(id: bob.credentialId)?.userName == "bob")
@@ -109,9 +112,11 @@ struct SignalsTests {
             try await key.authenticator.signalUnknownCredential(rpId: "example.com", credentialId: [1, 2, 3])
                 == .init()
         )
+        let before = key.events.all.count
         let outcome = try await key.authenticator.signalUnknownCredential(
             rpId: "example.com", credentialId: alice.credentialId
         )
+        #expect(key.events.all.dropFirst(before).map(\.kind) == [.credentialDeleted])
         #expect(outcome.deleted.map(\.id) == [alice.credentialId])
         #expect(try key.store.credential(id: alice.credentialId) == nil)
         #expect(try await assertion(key, allow: [alice.credentialId]).0 == .noCredentials)
@@ -134,11 +139,9 @@ struct ExchangeEngineTests {
         #expect(exported.count == 1)
         let credential = try #require(exported.first)
         #expect(credential.credential.id == made.credentialId)
-        let key = try CredentialPrivateKey(
-            algorithm: try #require(COSEAlgorithm(rawValue: algorithm)), pkcs8DERRepresentation: credential.pkcs8
-        )
+        let key = try CredentialPrivateKey(pkcs8: credential.pkcs8)
+        #expect(key.algorithm.rawValue == algorithm)
         #expect(try spki(cose: key.publicCOSEKey.mapValue()) == made.publicKeySPKI, "the PKCS#8 key is the credential's")
-        #expect(CredentialPrivateKey.algorithm(ofPKCS8: credential.pkcs8)?.rawValue == algorithm)
 
         let target = TestKey(seed: "target")
         let stored = credential.credential
@@ -155,6 +158,7 @@ struct ExchangeEngineTests {
         }
         #expect(imported.credBlob == [1, 2, 3] && imported.credRandom == stored.credRandom)
         #expect(outcomes[1] == .skipped("the key has a credential with this ID already"))
+        #expect(target.events.all.map(\.origin) == ["import"], "one credential.created, from the import")
 
         // A discoverable assertion on the target, verified with the source's public key.
         var get = GetAssertionBuilder()
@@ -192,6 +196,8 @@ struct ExchangeEngineTests {
             "imported", "skipped", "skipped", "imported", "skipped",
         ])
         #expect(outcomes[1] == .skipped("the key has a passkey for this user at this RP already"))
+        guard case .skipped(let badKey) = outcomes[2] else { return }
+        #expect(badKey.hasPrefix("refused: the private key is not P-256 or Ed25519 PKCS#8"), "\(badKey)")
         #expect(outcomes[4] == .skipped("the key is full"))
         if case .imported(let stored) = outcomes[0] {
             #expect(stored.userDisplayName == nil, "an empty display name is none")
