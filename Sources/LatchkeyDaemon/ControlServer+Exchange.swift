@@ -53,7 +53,11 @@ extension ControlServer {
                 }
                 return Self.document(JSONValue.encodable(envelope), passkeys: count)
             } catch {
-                return try await answer { () async throws -> Empty in throw error }
+                // The error document for every failure, an encryption failure included.
+                let reported: any Error =
+                    error is ControlError || error is DecodingError
+                    ? error : ControlError.internalError("the export could not be encrypted: \(error)")
+                return try await answer { () async throws -> Empty in throw reported }
             }
         }
 
