@@ -339,3 +339,24 @@ def test_latchkeyctl_export_and_import(make, control, daemon, tmp_path):
     assert refused.returncode == 0 and "NOT encrypted" in refused.stderr
     assert stat.S_IMODE(plain.stat().st_mode) == 0o600
     assert json.loads(plain.read_text())["accounts"][0]["items"]
+
+
+def test_latchkeyctl_signals(make, daemon):
+    key = make()
+    server = rp.make_server()
+    alice, bob = register(key, server), register(key, server)
+
+    renamed = ctl(daemon, "signal", "current-user-details", "--key", key.name, "--rp-id", rp.RP_ID,
+                  "--user-id", b64url(alice.user.id), "--name", "alice@example.com", "--display-name", "Alice")
+    assert renamed.returncode == 0, renamed.stderr
+    assert "updated" in renamed.stdout and "alice@example.com" in renamed.stdout
+
+    kept = ctl(daemon, "signal", "accepted-credentials", "--key", key.name, "--rp-id", rp.RP_ID,
+               "--user-id", b64url(bob.user.id), "--credential-id", b64url(bob.credential.credential_id))
+    assert kept.returncode == 0 and kept.stdout.strip() == "Nothing changed."
+
+    gone = ctl(daemon, "signal", "unknown-credential", "--key", key.name, "--rp-id", rp.RP_ID,
+               "--credential-id", b64url(alice.credential.credential_id), "--json")
+    assert gone.returncode == 0, gone.stderr
+    assert [c["id"] for c in json.loads(gone.stdout)["deleted"]] == [b64url(alice.credential.credential_id)]
+    assert key.discoverable_handles() == {bob.user.id}
