@@ -31,8 +31,14 @@ public struct PasskeyImport: Sendable {
     public var credBlob: [UInt8]?
 
     public init(
-        rpId: String, credentialId: [UInt8], userHandle: [UInt8], userName: String?, userDisplayName: String?,
-        pkcs8: [UInt8], credRandom: [UInt8]? = nil, credBlob: [UInt8]? = nil
+        rpId: String,
+        credentialId: [UInt8],
+        userHandle: [UInt8],
+        userName: String?,
+        userDisplayName: String?,
+        pkcs8: [UInt8],
+        credRandom: [UInt8]? = nil,
+        credBlob: [UInt8]? = nil
     ) {
         self.rpId = rpId
         self.credentialId = credentialId
@@ -85,11 +91,17 @@ extension Authenticator {
         var outcomes: [PasskeyImportOutcome] = []
         for passkey in passkeys {
             let imported = ImportedCredential(
-                id: passkey.credentialId, rpId: passkey.rpId, userId: passkey.userHandle,
+                id: passkey.credentialId,
+                rpId: passkey.rpId,
+                userId: passkey.userHandle,
                 userName: passkey.userName.flatMap { $0.isEmpty ? nil : $0 },
                 userDisplayName: passkey.userDisplayName.flatMap { $0.isEmpty ? nil : $0 },
-                privateKeyPKCS8: passkey.pkcs8, signCount: 0, discoverable: true, credProtect: 1,
-                credRandom: passkey.credRandom, credBlob: passkey.credBlob
+                privateKeyPKCS8: passkey.pkcs8,
+                signCount: 0,
+                discoverable: true,
+                credProtect: 1,
+                credRandom: passkey.credRandom,
+                credBlob: passkey.credBlob
             )
             do throws(AdministrationError) {
                 let id = try importCredential(imported)

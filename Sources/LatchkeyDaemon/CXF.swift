@@ -58,8 +58,14 @@ struct CXFPasskey: Sendable, Equatable {
     }
 
     init(
-        credentialId: [UInt8], rpId: String, username: String, userDisplayName: String, userHandle: [UInt8],
-        key: [UInt8], hmacCredentials: (withUV: [UInt8], withoutUV: [UInt8])? = nil, credBlob: [UInt8]? = nil,
+        credentialId: [UInt8],
+        rpId: String,
+        username: String,
+        userDisplayName: String,
+        userHandle: [UInt8],
+        key: [UInt8],
+        hmacCredentials: (withUV: [UInt8], withoutUV: [UInt8])? = nil,
+        credBlob: [UInt8]? = nil,
         hasLargeBlob: Bool = false
     ) {
         self.credentialId = credentialId
@@ -253,8 +259,12 @@ enum CXF {
             throw CXFError("key is not a PKCS#8 P-256 (ES256) or Ed25519 (EdDSA) private key")
         }
         var passkey = CXFPasskey(
-            credentialId: credentialId, rpId: rpId, username: username, userDisplayName: userDisplayName,
-            userHandle: userHandle, key: key
+            credentialId: credentialId,
+            rpId: rpId,
+            username: username,
+            userDisplayName: userDisplayName,
+            userHandle: userHandle,
+            key: key
         )
         guard let extensionsValue = credential["fido2Extensions"] else { return passkey }
         guard case .object(let extensions) = extensionsValue else { throw CXFError("fido2Extensions is not an object") }
@@ -317,7 +327,9 @@ enum JSONValue: Codable, Sendable, Equatable, ExpressibleByStringLiteral {
         case .bool(let value): try container.encode(value)
         case .number(let value):
             // Whole numbers (versions, timestamps) without a fraction.
-            if value == value.rounded(), abs(value) < 1e15 { try container.encode(Int64(value)) } else {
+            if value == value.rounded(), abs(value) < 1e15 {
+                try container.encode(Int64(value))
+            } else {
                 try container.encode(value)
             }
         case .string(let value): try container.encode(value)

@@ -61,13 +61,20 @@ struct ExchangeEnvelope: Codable, Sendable, Equatable {
         let salt = SecureRandom.bytes(count: 16)
         let nonce = SecureRandom.bytes(count: 12)
         let key = try Scrypt.deriveKey(
-            passphrase: Array(passphrase.precomposedStringWithCanonicalMapping.utf8), salt: salt, parameters: parameters, outputByteCount: 32
+            passphrase: Array(passphrase.precomposedStringWithCanonicalMapping.utf8),
+            salt: salt,
+            parameters: parameters,
+            outputByteCount: 32
         )
         let sealed = try AES256GCM.seal(plaintext, key: key, nonce: nonce, authenticating: Array(format.utf8))
         return ExchangeEnvelope(
             format: format,
             kdf: KDF(
-                name: "scrypt", salt: Base64URL.encode(salt), N: parameters.n, r: parameters.r, p: parameters.p
+                name: "scrypt",
+                salt: Base64URL.encode(salt),
+                N: parameters.n,
+                r: parameters.r,
+                p: parameters.p
             ),
             cipher: Cipher(name: "AES-256-GCM", nonce: Base64URL.encode(nonce)),
             ciphertext: Base64URL.encode(sealed)
@@ -86,12 +93,17 @@ struct ExchangeEnvelope: Codable, Sendable, Equatable {
         guard let nonce = Base64URL.strictDecode(cipher.nonce), nonce.count == 12 else {
             throw malformed("the nonce is not 12 bytes of base64url")
         }
-        guard let sealed = Base64URL.strictDecode(ciphertext) else { throw malformed("the ciphertext is not base64url") }
+        guard let sealed = Base64URL.strictDecode(ciphertext) else {
+            throw malformed("the ciphertext is not base64url")
+        }
         let parameters = Scrypt.Parameters(n: kdf.N, r: kdf.r, p: kdf.p)
         let key: [UInt8]
         do {
             key = try Scrypt.deriveKey(
-                passphrase: Array(passphrase.precomposedStringWithCanonicalMapping.utf8), salt: salt, parameters: parameters, outputByteCount: 32,
+                passphrase: Array(passphrase.precomposedStringWithCanonicalMapping.utf8),
+                salt: salt,
+                parameters: parameters,
+                outputByteCount: 32,
                 memoryLimit: Self.maxMemoryBytes
             )
         } catch {

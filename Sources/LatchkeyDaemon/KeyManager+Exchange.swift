@@ -23,7 +23,9 @@ extension KeyManager {
         for id in signal.allAcceptedCredentialIds { accepted.append(try Self.bytes(id, "allAcceptedCredentialIds")) }
         let outcome = try await administering(name) { () throws(AdministrationError) in
             try await key.authenticator.signalAcceptedCredentials(
-                rpId: signal.rpId, userHandle: userId, acceptedCredentialIds: accepted
+                rpId: signal.rpId,
+                userHandle: userId,
+                acceptedCredentialIds: accepted
             )
         }
         Self.log(key, "accepted-credentials", outcome)
@@ -37,7 +39,10 @@ extension KeyManager {
         let userId = try Self.bytes(signal.userId, "userId")
         let outcome = try await administering(name) { () throws(AdministrationError) in
             try await key.authenticator.signalCurrentUserDetails(
-                rpId: signal.rpId, userHandle: userId, name: signal.name, displayName: signal.displayName
+                rpId: signal.rpId,
+                userHandle: userId,
+                name: signal.name,
+                displayName: signal.displayName
             )
         }
         Self.log(key, "current-user-details", outcome)
@@ -103,9 +108,14 @@ extension KeyManager {
         let imports = candidates.map { candidate in
             let passkey = candidate.passkey
             return PasskeyImport(
-                rpId: passkey.rpId, credentialId: passkey.credentialId, userHandle: passkey.userHandle,
-                userName: passkey.username, userDisplayName: passkey.userDisplayName, pkcs8: passkey.key,
-                credRandom: passkey.hmacCredentials.map { $0.withUV + $0.withoutUV }, credBlob: passkey.credBlob
+                rpId: passkey.rpId,
+                credentialId: passkey.credentialId,
+                userHandle: passkey.userHandle,
+                userName: passkey.username,
+                userDisplayName: passkey.userDisplayName,
+                pkcs8: passkey.key,
+                credRandom: passkey.hmacCredentials.map { $0.withUV + $0.withoutUV },
+                credBlob: passkey.credBlob
             )
         }
         let outcomes = try await administering(name) { () throws(AdministrationError) in
@@ -121,7 +131,8 @@ extension KeyManager {
                     (
                         candidate.index,
                         ImportReport.Imported(
-                            location: candidate.entry.location, credential: CredentialDocument(credential),
+                            location: candidate.entry.location,
+                            credential: CredentialDocument(credential),
                             notes: notes
                         )
                     )
@@ -143,7 +154,9 @@ extension KeyManager {
 
     private static func skipped(_ entry: CXFEntry, _ reason: String) -> ImportReport.Skipped {
         ImportReport.Skipped(
-            location: entry.location, credentialId: entry.credentialId.map(Base64URL.encode), rpId: entry.rpId,
+            location: entry.location,
+            credentialId: entry.credentialId.map(Base64URL.encode),
+            rpId: entry.rpId,
             reason: reason
         )
     }

@@ -34,15 +34,21 @@ struct SignalsTests {
         #expect(try await assertion(key, allow: [alice.credentialId]).0 == .ok)
 
         var outcome = try await key.authenticator.signalAcceptedCredentials(
-            rpId: "example.com", userHandle: [1], acceptedCredentialIds: [alice.credentialId]
+            rpId: "example.com",
+            userHandle: [1],
+            acceptedCredentialIds: [alice.credentialId]
         )
         #expect(outcome == .init(), "alice's only credential is accepted")
 
         outcome = try await key.authenticator.signalAcceptedCredentials(
-            rpId: "example.com", userHandle: [1], acceptedCredentialIds: [bob.credentialId, [9, 9]]
+            rpId: "example.com",
+            userHandle: [1],
+            acceptedCredentialIds: [bob.credentialId, [9, 9]]
         )
         #expect(outcome.deleted.map(\.id) == [alice.credentialId] && outcome.updated.isEmpty)
-        #expect(key.events.all.last?.kind == .credentialDeleted && key.events.all.last?.credentialId == alice.credentialId)
+        #expect(
+            key.events.all.last?.kind == .credentialDeleted && key.events.all.last?.credentialId == alice.credentialId
+        )
         #expect(try key.store.credential(id: alice.credentialId) == nil)
         #expect(try key.store.credential(id: bob.credentialId) != nil)
         #expect(try key.store.credential(id: carol.credentialId) != nil)
@@ -50,7 +56,9 @@ struct SignalsTests {
 
         // Another RP's user with the same handle is not this RP's to judge.
         outcome = try await key.authenticator.signalAcceptedCredentials(
-            rpId: "example.com", userHandle: [3], acceptedCredentialIds: []
+            rpId: "example.com",
+            userHandle: [3],
+            acceptedCredentialIds: []
         )
         #expect(outcome == .init())
         #expect(try key.store.credential(id: carol.credentialId) != nil)
@@ -63,7 +71,10 @@ struct SignalsTests {
         let (alice, bob) = (fixture.made[0], fixture.made[1])
 
         let outcome = try await key.authenticator.signalCurrentUserDetails(
-            rpId: "example.com", userHandle: [1], name: "alice@example.com", displayName: "Alice Liddell"
+            rpId: "example.com",
+            userHandle: [1],
+            name: "alice@example.com",
+            displayName: "Alice Liddell"
         )
         #expect(outcome.deleted.isEmpty && outcome.updated.map(\.id) == [alice.credentialId])
         let updated = try #require(key.events.all.last)
@@ -74,18 +85,27 @@ struct SignalsTests {
 
         // The same details again change nothing, and say so.
         let again = try await key.authenticator.signalCurrentUserDetails(
-            rpId: "example.com", userHandle: [1], name: "alice@example.com", displayName: "Alice Liddell"
+            rpId: "example.com",
+            userHandle: [1],
+            name: "alice@example.com",
+            displayName: "Alice Liddell"
         )
         #expect(again == .init())
         // The wrong RP matches nothing.
         #expect(
             try await key.authenticator.signalCurrentUserDetails(
-                rpId: "other.org", userHandle: [1], name: "x", displayName: "y"
+                rpId: "other.org",
+                userHandle: [1],
+                name: "x",
+                displayName: "y"
             ) == .init()
         )
         let long = await key.refusal {
             _ = try await $0.signalCurrentUserDetails(
-                rpId: "example.com", userHandle: [1], name: String(repeating: "n", count: 65), displayName: ""
+                rpId: "example.com",
+                userHandle: [1],
+                name: String(repeating: "n", count: 65),
+                displayName: ""
             )
         }
         #expect(long?.code == .invalidParameter)
@@ -114,7 +134,8 @@ struct SignalsTests {
         )
         let before = key.events.all.count
         let outcome = try await key.authenticator.signalUnknownCredential(
-            rpId: "example.com", credentialId: alice.credentialId
+            rpId: "example.com",
+            credentialId: alice.credentialId
         )
         #expect(key.events.all.dropFirst(before).map(\.kind) == [.credentialDeleted])
         #expect(outcome.deleted.map(\.id) == [alice.credentialId])
@@ -141,13 +162,21 @@ struct ExchangeEngineTests {
         #expect(credential.credential.id == made.credentialId)
         let key = try CredentialPrivateKey(pkcs8: credential.pkcs8)
         #expect(key.algorithm.rawValue == algorithm)
-        #expect(try spki(cose: key.publicCOSEKey.mapValue()) == made.publicKeySPKI, "the PKCS#8 key is the credential's")
+        #expect(
+            try spki(cose: key.publicCOSEKey.mapValue()) == made.publicKeySPKI,
+            "the PKCS#8 key is the credential's"
+        )
 
         let target = TestKey(seed: "target")
         let stored = credential.credential
         let passkey = PasskeyImport(
-            rpId: stored.rpId, credentialId: stored.id, userHandle: stored.userId, userName: stored.userName,
-            userDisplayName: stored.userDisplayName, pkcs8: credential.pkcs8, credRandom: stored.credRandom,
+            rpId: stored.rpId,
+            credentialId: stored.id,
+            userHandle: stored.userId,
+            userName: stored.userName,
+            userDisplayName: stored.userDisplayName,
+            pkcs8: credential.pkcs8,
+            credRandom: stored.credRandom,
             credBlob: stored.credBlob
         )
         let outcomes = try await target.authenticator.importPasskeys([passkey, passkey])
@@ -181,7 +210,11 @@ struct ExchangeEngineTests {
         let target = TestKey(maxDiscoverable: 2)
         func passkey(_ id: [UInt8], user: [UInt8], rpId: String = "example.com", pkcs8: [UInt8]) -> PasskeyImport {
             PasskeyImport(
-                rpId: rpId, credentialId: id, userHandle: user, userName: "u", userDisplayName: "",
+                rpId: rpId,
+                credentialId: id,
+                userHandle: user,
+                userName: "u",
+                userDisplayName: "",
                 pkcs8: pkcs8
             )
         }
@@ -192,9 +225,11 @@ struct ExchangeEngineTests {
             passkey([4], user: [2], pkcs8: alice.pkcs8),
             passkey([5], user: [3], pkcs8: alice.pkcs8),
         ])
-        #expect(outcomes.map { if case .imported = $0 { "imported" } else { "skipped" } } == [
-            "imported", "skipped", "skipped", "imported", "skipped",
-        ])
+        #expect(
+            outcomes.map { if case .imported = $0 { "imported" } else { "skipped" } } == [
+                "imported", "skipped", "skipped", "imported", "skipped",
+            ]
+        )
         #expect(outcomes[1] == .skipped("the key has a passkey for this user at this RP already"))
         guard case .skipped(let badKey) = outcomes[2] else { return }
         #expect(badKey.hasPrefix("refused: the private key is not P-256 or Ed25519 PKCS#8"), "\(badKey)")

@@ -63,7 +63,9 @@ struct ScryptTests {
     func refusesParameters(n: UInt64, r: UInt32, p: UInt32) {
         #expect(throws: CryptoError(.invalidInput, "")) {
             try Scrypt.deriveKey(
-                passphrase: Array("x".utf8), salt: [], parameters: Scrypt.Parameters(n: n, r: r, p: p),
+                passphrase: Array("x".utf8),
+                salt: [],
+                parameters: Scrypt.Parameters(n: n, r: r, p: p),
                 outputByteCount: 32
             )
         }
@@ -74,7 +76,11 @@ struct ScryptTests {
         #expect(Scrypt.Parameters.export.memoryByteCount == 128 * 8 * (1 << 17) + 128 * 8)
         #expect(throws: CryptoError(.invalidInput, "")) {
             try Scrypt.deriveKey(
-                passphrase: [], salt: [], parameters: .export, outputByteCount: 32, memoryLimit: 64 << 20
+                passphrase: [],
+                salt: [],
+                parameters: .export,
+                outputByteCount: 32,
+                memoryLimit: 64 << 20
             )
         }
     }

@@ -19,7 +19,9 @@ struct ExchangeEnvelopeTests {
     func roundTripDefault() throws {
         let envelope = try ExchangeEnvelope.seal(Self.plaintext, passphrase: "correct horse battery staple")
         #expect(envelope.format == "latchkey-cxf-scrypt-aes256gcm-v1")
-        #expect(envelope.kdf.name == "scrypt" && envelope.kdf.N == 131_072 && envelope.kdf.r == 8 && envelope.kdf.p == 1)
+        #expect(
+            envelope.kdf.name == "scrypt" && envelope.kdf.N == 131_072 && envelope.kdf.r == 8 && envelope.kdf.p == 1
+        )
         #expect(envelope.cipher.name == "AES-256-GCM")
         #expect(Base64URL.strictDecode(envelope.kdf.salt)?.count == 16)
         #expect(Base64URL.strictDecode(envelope.cipher.nonce)?.count == 12)
@@ -114,14 +116,22 @@ struct CXFTests {
         let ed25519 = try Ed25519PrivateKey()
         return [
             CXFPasskey(
-                credentialId: Array(repeating: 0xAB, count: 32), rpId: "example.com", username: "alice",
-                userDisplayName: "Alice", userHandle: [1, 2, 3], key: p256.pkcs8DERRepresentation,
+                credentialId: Array(repeating: 0xAB, count: 32),
+                rpId: "example.com",
+                username: "alice",
+                userDisplayName: "Alice",
+                userHandle: [1, 2, 3],
+                key: p256.pkcs8DERRepresentation,
                 hmacCredentials: (Array(repeating: 1, count: 32), Array(repeating: 2, count: 32)),
                 credBlob: [9, 8, 7]
             ),
             CXFPasskey(
-                credentialId: [0xFF, 0xFE], rpId: "other.org", username: "", userDisplayName: "",
-                userHandle: Array(repeating: 7, count: 64), key: ed25519.pkcs8DERRepresentation
+                credentialId: [0xFF, 0xFE],
+                rpId: "other.org",
+                username: "",
+                userDisplayName: "",
+                userHandle: Array(repeating: 7, count: 64),
+                key: ed25519.pkcs8DERRepresentation
             ),
         ]
     }
@@ -136,7 +146,9 @@ struct CXFTests {
         let data = Self.document(passkeys)
         let entries = try CXF.read(data)
         #expect(entries.map(\.outcome) == passkeys.map { .passkey($0) })
-        #expect(entries.map(\.location) == ["accounts[0].items[0].credentials[0]", "accounts[0].items[1].credentials[0]"])
+        #expect(
+            entries.map(\.location) == ["accounts[0].items[0].credentials[0]", "accounts[0].items[1].credentials[0]"]
+        )
         // Re-encoding what was read gives the same bytes (keys sorted, no whitespace).
         let read = entries.compactMap { if case .passkey(let p) = $0.outcome { p } else { nil } }
         #expect(Self.document(read) == data)
@@ -190,8 +202,22 @@ struct CXFTests {
         ("number username", ["username": .number(3)], "username is missing"),
         ("long username", ["username": .string(String(repeating: "u", count: 65))], "over 64 bytes"),
         ("not PKCS#8", ["key": .string(Base64URL.encode([0x30, 0x03, 0x02, 0x01, 0x00]))], "not a PKCS#8"),
-        ("hmac algorithm", ["fido2Extensions": .object(["hmacCredentials": .object(["algorithm": "hmac-sha512", "credWithUV": "AA", "credWithoutUV": "AA"])])], "hmac-sha512"),
-        ("short hmac", ["fido2Extensions": .object(["hmacCredentials": .object(["algorithm": "hmac-sha256", "credWithUV": "AA", "credWithoutUV": "AA"])])], "32 bytes"),
+        (
+            "hmac algorithm",
+            [
+                "fido2Extensions": .object([
+                    "hmacCredentials": .object(["algorithm": "hmac-sha512", "credWithUV": "AA", "credWithoutUV": "AA"])
+                ])
+            ], "hmac-sha512"
+        ),
+        (
+            "short hmac",
+            [
+                "fido2Extensions": .object([
+                    "hmacCredentials": .object(["algorithm": "hmac-sha256", "credWithUV": "AA", "credWithoutUV": "AA"])
+                ])
+            ], "32 bytes"
+        ),
         (
             "long credBlob",
             ["fido2Extensions": .object(["credBlob": .string(Base64URL.encode(Array(repeating: 0, count: 33)))])],
@@ -229,7 +255,9 @@ struct CXFTests {
         #expect(entries[3].outcome == .skipped("malformed item: no credentials"))
 
         let withBlob = try CXF.read(
-            try Self.passkeyJSON(["fido2Extensions": .object(["largeBlob": .object(["uncompressedSize": .number(3), "data": "AAAA"])])])
+            try Self.passkeyJSON([
+                "fido2Extensions": .object(["largeBlob": .object(["uncompressedSize": .number(3), "data": "AAAA"])])
+            ])
         )
         guard case .passkey(let passkey) = withBlob[0].outcome else {
             Issue.record("a largeBlob makes a passkey malformed")

@@ -37,7 +37,10 @@ struct Export: ParsableCommand {
     @Option(help: ArgumentHelp("The export format; only cxf.", valueName: "format"))
     var format = "cxf"
 
-    @Option(name: .shortAndLong, help: ArgumentHelp("Write to this file (mode 0600) instead of standard output.", valueName: "file"))
+    @Option(
+        name: .shortAndLong,
+        help: ArgumentHelp("Write to this file (mode 0600) instead of standard output.", valueName: "file")
+    )
     var output: String?
 
     @Flag(help: "Write the CXF document unencrypted (private keys in the clear).")
@@ -57,7 +60,9 @@ struct Export: ParsableCommand {
         let client = global.client()
         let body: ExportBody
         if plaintext {
-            warn("warning: the export is NOT encrypted; it holds private keys in the clear. Keep the file safe and delete it when done.")
+            warn(
+                "warning: the export is NOT encrypted; it holds private keys in the clear. Keep the file safe and delete it when done."
+            )
             body = ExportBody(passphrase: nil, plaintext: true)
         } else {
             body = ExportBody(passphrase: try Passphrase.read(stdin: passphraseStdin, confirm: true), plaintext: nil)
@@ -126,12 +131,16 @@ struct Import: ParsableCommand {
         let report = try response.decode(ImportResult.self)
         try global.show(response, as: ImportResult.self) { report in
             var lines: [String] = []
-            lines.append("Imported \(report.imported.count), skipped \(report.skipped.count) into key \(key.key.quoted).")
+            lines.append(
+                "Imported \(report.imported.count), skipped \(report.skipped.count) into key \(key.key.quoted)."
+            )
             if !report.imported.isEmpty {
                 var table = Table("IMPORTED", "ID", "RP", "USER")
                 for entry in report.imported {
                     table.append(
-                        entry.location, entry.credential.id, entry.credential.rpId,
+                        entry.location,
+                        entry.credential.id,
+                        entry.credential.rpId,
                         Format.optional(entry.credential.userName)
                     )
                 }
@@ -141,7 +150,10 @@ struct Import: ParsableCommand {
                 var table = Table("SKIPPED", "ID", "RP", "REASON")
                 for entry in report.skipped {
                     table.append(
-                        entry.location, Format.optional(entry.credentialId), Format.optional(entry.rpId), entry.reason
+                        entry.location,
+                        Format.optional(entry.credentialId),
+                        Format.optional(entry.rpId),
+                        entry.reason
                     )
                 }
                 lines.append(table.render())
@@ -189,7 +201,10 @@ enum Passphrase {
             return line
         }
         guard Terminal.isInteractive else {
-            throw CtlError(.usage, "standard input is not a terminal: pass --passphrase-stdin to read the passphrase from it")
+            throw CtlError(
+                .usage,
+                "standard input is not a terminal: pass --passphrase-stdin to read the passphrase from it"
+            )
         }
         let passphrase = try Terminal.readSecret(prompt: "Passphrase: ")
         guard !passphrase.isEmpty else { throw CtlError(.usage, "no passphrase entered") }

@@ -58,7 +58,8 @@ struct SignalAcceptedCredentials: ParsableCommand {
 
     func run() throws {
         let body = AcceptedCredentialsBody(
-            rpId: account.rpId, userId: account.base64urlUserId,
+            rpId: account.rpId,
+            userId: account.base64urlUserId,
             allAcceptedCredentialIds: credentialIds.map(Credentials.Delete.base64url)
         )
         let path = ControlPath.signal(key: key.key, "accepted-credentials")
@@ -95,7 +96,10 @@ struct SignalCurrentUserDetails: ParsableCommand {
 
     func run() throws {
         let body = CurrentUserDetailsBody(
-            rpId: account.rpId, userId: account.base64urlUserId, name: name, displayName: displayName
+            rpId: account.rpId,
+            userId: account.base64urlUserId,
+            name: name,
+            displayName: displayName
         )
         let path = ControlPath.signal(key: key.key, "current-user-details")
         try showSignalResult(try global.client().post(path, json: body), global: global)
@@ -139,7 +143,10 @@ func showSignalResult(_ response: ControlResponse, global: GlobalOptions) throws
         for (change, credentials) in [("deleted", result.deleted), ("updated", result.updated)] {
             for credential in credentials {
                 table.append(
-                    change, credential.id, credential.rpId, Format.optional(credential.userName),
+                    change,
+                    credential.id,
+                    credential.rpId,
+                    Format.optional(credential.userName),
                     Format.optional(credential.userDisplayName)
                 )
             }
