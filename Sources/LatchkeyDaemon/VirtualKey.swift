@@ -51,7 +51,8 @@ public final class VirtualKey: Sendable {
         let identity = try Self.loadIdentity(store: store, aaguid: aaguid, logger: logger)
         presence = PresenceBroker(
             key: configuration.name, mode: configuration.presence ?? defaults.presence,
-            timeoutSeconds: defaults.presenceTimeoutSeconds, board: board, logger: logger
+            timeoutSeconds: defaults.presenceTimeoutSeconds, board: board, logger: logger,
+            policy: configuration.policy.applied(to: defaults.policy)
         )
         let keyLogger = logger
         authenticator = try Authenticator(
@@ -63,6 +64,22 @@ public final class VirtualKey: Sendable {
             ),
             store: store, presence: presence, clock: SystemMonotonicClock(), entropy: entropy,
             diagnostics: { keyLogger.error("authenticator: \($0)") }
+        )
+        presence.bind(facts: Self.facts(store: store, authenticator: authenticator))
+    }
+
+    /// What conditional registration asks about the key: its passkeys for
+    /// an (rp, user), and whether it has a PIN.
+    private static func facts(store: SQLiteCredentialStore, authenticator: Authenticator) -> KeyFacts {
+        KeyFacts(
+            passkeys: { rpId, userName, userId in
+                guard let all = try? store.allCredentials() else { return nil }
+                return all.filter { credential in
+                    credential.rpId.lowercased() == rpId.lowercased()
+                        && (credential.userName == userName || (userId != nil && credential.userId == userId))
+                }.map(\.id)
+            },
+            pinSet: { try? await authenticator.pinStatus().isSet }
         )
     }
 
