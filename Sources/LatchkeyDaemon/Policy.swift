@@ -156,14 +156,14 @@ public struct PolicyRequest: Sendable, Equatable {
     }
 }
 
-/// How a decided request ended, including built-in UV (which CTAP's
-/// `PresenceOutcome` names `.verified`).
+/// How a decided request ended, as the decision record names it.
 public enum PolicyOutcome: String, Sendable, Equatable, Codable {
     case approved, verified, denied, timedOut, cancelled
 
     init(_ outcome: PresenceOutcome) {
         switch outcome {
         case .approved: self = .approved
+        case .verified: self = .verified
         case .denied: self = .denied
         case .timedOut: self = .timedOut
         case .cancelled: self = .cancelled
@@ -173,8 +173,8 @@ public enum PolicyOutcome: String, Sendable, Equatable, Codable {
     /// What the engine is told.
     var presenceOutcome: PresenceOutcome {
         switch self {
-        // The engine without built-in UV (before its `.verified`) knows only presence.
-        case .approved, .verified: .approved
+        case .approved: .approved
+        case .verified: .verified
         case .denied: .denied
         case .timedOut: .timedOut
         case .cancelled: .cancelled

@@ -191,14 +191,18 @@ public final class PresenceBroker: UserPresence {
     private let facts = Mutex<KeyFacts?>(nil)
     private let events: Mutex<any PolicyEventSink>
     private let clock: any MonotonicClock
+    /// Whether the key's engine offers built-in UV (getInfo's uv), fixed
+    /// when the key starts from its configured user-verification.
+    let builtInUserVerification: Bool
     /// How long a conditional registration is watched for its credential.
     static let creationWatch: Duration = .seconds(5)
 
     init(
         key: String, mode: PresenceMode, timeoutSeconds: Int, board: PresenceBoard, logger: Logger,
-        policy: PolicySettings = PolicySettings(), events: (any PolicyEventSink)? = nil,
-        clock: any MonotonicClock = SystemMonotonicClock()
+        policy: PolicySettings = PolicySettings(), builtInUserVerification: Bool = false,
+        events: (any PolicyEventSink)? = nil, clock: any MonotonicClock = SystemMonotonicClock()
     ) {
+        self.builtInUserVerification = builtInUserVerification
         self.key = key
         self.board = board
         self.logger = logger
@@ -235,12 +239,23 @@ public final class PresenceBroker: UserPresence {
     }
 
     /// Changes the policy; the result must pass `PolicySettings.validate`
-    /// for the key's current mode, else nothing changes.
+    /// for the key's current mode, and keep user-verification on the side of
+    /// `deny` the engine was started on (getInfo's uv cannot change while a
+    /// host may have read it), else nothing changes.
     public func update(policy overrides: PolicyOverrides) throws(ConfigurationError) -> PolicySettings {
         let mode = current.mode
+        let builtIn = builtInUserVerification
         return try policy.withLock { (engine: inout PolicyEngine) throws(ConfigurationError) -> PolicySettings in
             let updated = overrides.applied(to: engine.settings)
             try updated.validate(mode: mode)
+            if (updated.userVerification != .deny) != builtIn {
+                throw ConfigurationError(
+                    builtIn
+                        ? "user-verification cannot become \"deny\" on a key started with built-in UV (its getInfo says uv)"
+                        : "the key was started without built-in UV (user-verification \"deny\"); create it with a policy "
+                            + "(POST /v1/keys {\"policy\": {\"userVerification\": ...}}) or set it in the configuration file"
+                )
+            }
             engine.settings = updated
             return updated
         }
@@ -382,6 +397,7 @@ public final class PresenceBroker: UserPresence {
     static func verb(_ outcome: PresenceOutcome) -> String {
         switch outcome {
         case .approved: "approved"
+        case .verified: "approved and verified"
         case .denied: "denied"
         case .timedOut: "not answered in time"
         case .cancelled: "withdrawn"
@@ -395,6 +411,7 @@ public final class PresenceBroker: UserPresence {
         case .getAssertion: return "Sign in to \(site)?"
         case .excludedCredential: return "Confirm the security key for \(site)?"
         case .reset: return "Reset the security key? Every passkey is erased"
+        case .userVerificationToken: return "Verify yourself to the security key\(request.rpId.map { " for \($0)" } ?? "")?"
         default: return "Use the security key?"
         }
     }
@@ -410,7 +427,11 @@ public final class PresenceBroker: UserPresence {
 extension PolicyRequest {
     /// The engine's presence request as the policy reads it.
     init(_ request: PresenceRequest) {
-        self.init(operation: request.operation, rpId: request.rpId, userName: request.userName)
+        self.init(
+            operation: request.operation, rpId: request.rpId, userName: request.userName, userId: request.userId,
+            userDisplayName: request.userDisplayName, discoverable: request.discoverable,
+            userVerification: request.userVerification
+        )
     }
 }
 

@@ -339,14 +339,42 @@ struct PolicyBrokerTests {
 
     @Test("a user-verification change that breaks the rules is refused and changes nothing")
     func updateValidation() throws {
-        let broker = PresenceBroker(key: "k", mode: .prompt, timeoutSeconds: 30, board: PresenceBoard(), logger: logger)
+        var prompt = PolicySettings()
+        prompt.userVerification = .prompt
+        let broker = PresenceBroker(
+            key: "k", mode: .prompt, timeoutSeconds: 30, board: PresenceBoard(), logger: logger, policy: prompt,
+            builtInUserVerification: true
+        )
         var change = PolicyOverrides()
         change.userVerification = .auto
         change.requirePin = true
-        #expect(throws: ConfigurationError.self) { try broker.update(policy: change) }
-        #expect(broker.policySettings == PolicySettings())
+        #expect(throws: ConfigurationError.self, "auto needs presence auto") { try broker.update(policy: change) }
+        #expect(broker.policySettings == prompt)
         broker.update(mode: .auto, timeoutSeconds: nil)
         #expect(try broker.update(policy: change).userVerification == .auto)
+        var deny = PolicyOverrides()
+        deny.userVerification = .deny
+        #expect(throws: ConfigurationError.self, "getInfo said uv") { try broker.update(policy: deny) }
+
+        let without = PresenceBroker(key: "w", mode: .auto, timeoutSeconds: 30, board: PresenceBoard(), logger: logger)
+        #expect(throws: ConfigurationError.self, "getInfo did not say uv") { try without.update(policy: change) }
+    }
+
+    @Test("an approval of a prompt that may grant UV verifies")
+    func promptVerifies() async throws {
+        var settings = PolicySettings()
+        settings.userVerification = .prompt
+        let board = PresenceBoard()
+        let broker = PresenceBroker(
+            key: "k", mode: .prompt, timeoutSeconds: 30, board: board, logger: logger, policy: settings,
+            builtInUserVerification: true
+        )
+        let request = PresenceRequest(operation: .getAssertion, rpId: "example.com", userVerification: true)
+        let waiting = Task { await broker.requestPresence(request) }
+        while board.pending().isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+        board.answer(board.pending()[0].id, .approved)
+        #expect(await waiting.value == .verified)
+        #expect(broker.decisions.latest(1).first?.outcome == .verified)
     }
 }
 

@@ -307,11 +307,70 @@ def test_signal_and_policy_errors(control, key):
     error = control.put(policy, {"userVerification": "auto"}, expect=400)["error"]
     assert "needs presence mode" in error["message"]
     control.put(f"/v1/keys/{name}/presence", {"mode": "auto"})
-    assert control.put(policy, {"userVerification": "auto"})["userVerification"] == "auto"
+    error = control.put(policy, {"userVerification": "auto"}, expect=400)["error"]
+    assert "started without built-in UV" in error["message"], error
     assert control.put(policy, {"conditionalRegistration": False})["conditionalRegistration"] is False
     assert control.post(path, {"rpId": "example.com", "userName": "a"}, expect=409)["error"]["code"] == "conflict"
     assert control.get(f"/v1/keys/{name}/policy/decisions?limit=0", expect=400)
     assert control.get(f"/v1/keys/{name}/policy/decisions?limit=101", expect=400)
+
+
+# ---- built-in user verification ---------------------------------------------------------
+
+
+def create_key(control, make_key, presence, user_verification):
+    """A key created with a policy (built-in UV is fixed when a key starts)."""
+    name = make_key(presence=presence)["name"]
+    control.delete(f"/v1/keys/{name}")
+    doc = control.post("/v1/keys", {"name": name, "uhid": False, "usbip": True, "presence": presence,
+                                    "policy": {"userVerification": user_verification}}, expect=201)
+    return doc
+
+
+def make_uv_credential(device):
+    return Ctap2(device).make_credential(
+        os.urandom(32), {"id": rp.RP_ID, "name": rp.RP_ID}, {"id": os.urandom(16), "name": "ci", "displayName": "CI"},
+        [{"type": "public-key", "alg": -7}], options={"rk": True, "uv": True})
+
+
+def test_user_verification_auto_for_ci(usb, control, make_key):
+    key = create_key(control, make_key, "auto", "auto")
+    device = usb.ctap(key["usbip"]["busid"])
+    assert Ctap2(device).get_info().options.get("uv") is True
+    response = make_uv_credential(device)
+    assert response.auth_data.is_user_verified() and response.auth_data.is_user_present()
+    [decision] = decisions(control, key["name"])
+    assert decision["outcome"] == "verified" and decision["userVerification"] is True
+    assert "built-in UV granted (user-verification = auto)" in decision["reason"]
+
+
+def test_user_verification_prompt_needs_a_persons_approval(usb, control, make_key):
+    key = create_key(control, make_key, "prompt", "prompt")
+    name = key["name"]
+    device = usb.ctap(key["usbip"]["busid"])
+    thread, result = start_in_thread(lambda: make_uv_credential(device))
+    [entry] = wait_for(lambda: control.pending(name), 5, "the UV prompt")
+    control.post(f"/v1/presence/pending/{entry['id']}/approve")
+    thread.join(10)
+    assert "error" not in result, result
+    assert result["value"].auth_data.is_user_verified()
+    assert decisions(control, name, 1)[0]["outcome"] == "verified"
+
+
+def test_user_verification_deny_by_default(usb, control, key):
+    device = usb.ctap(key["usbip"]["busid"])
+    assert not Ctap2(device).get_info().options.get("uv")
+    with pytest.raises(CtapError) as refused:
+        make_uv_credential(device)
+    assert refused.value.code == CtapError.ERR.INVALID_OPTION
+
+
+def test_user_verification_auto_is_refused_for_a_person(control, make_key):
+    name = make_key()["name"]
+    control.delete(f"/v1/keys/{name}")
+    error = control.post("/v1/keys", {"name": name, "presence": "prompt", "policy": {"userVerification": "auto"}},
+                         expect=400)["error"]
+    assert "needs presence mode" in error["message"], error
 
 
 def test_policy_explain_shows_each_decision(usb, control, daemon, silent_key):
