@@ -204,3 +204,36 @@ def test_a_conditional_registration_is_announced(prompt_device):
     notify = server.next_call("Notify")
     assert notify["summary"] == "Passkey created" and notify["actions"] == []
     assert "erin" in notify["body"] and rp.RP_ID in notify["body"]
+
+
+def test_a_cancelled_request_closes_its_notification(prompt_device):
+    daemon, server, name, device = prompt_device
+    cancel = threading.Event()
+
+    def create():
+        return Ctap2(device).make_credential(
+            os.urandom(32), {"id": rp.RP_ID, "name": "Example"}, {"id": os.urandom(16), "name": "frank"},
+            [{"type": "public-key", "alg": -7}], options={"rk": True}, event=cancel)
+
+    thread, result = start_in_thread(create)
+    notify = server.next_call("Notify")
+    cancel.set()  # CTAPHID_CANCEL
+    thread.join(10)
+    assert isinstance(result.get("error"), CtapError) and result["error"].code == CtapError.ERR.KEEPALIVE_CANCEL
+    assert server.next_call("CloseNotification")["id"] == notify["id"]
+
+
+def test_without_a_session_bus_prompts_work_and_it_is_logged_once(usb, control, daemon, make_key):
+    """The suite's shared daemon: no session bus unless the environment has one."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if os.environ.get("DBUS_SESSION_BUS_ADDRESS") or (runtime and Path(runtime, "bus").exists()):
+        pytest.skip("this environment has a session bus")
+    key = make_key(presence="prompt")
+    device = usb.ctap(key["usbip"]["busid"])
+    for user in ("gina", "hank"):
+        thread, result = start_in_thread(lambda: make_credential(device, user))
+        [entry] = wait_for(lambda: control.pending(key["name"]), 5, "a pending request")
+        control.post(f"/v1/presence/pending/{entry['id']}/approve")
+        thread.join(10)
+        assert "error" not in result, result
+    assert daemon.log_text().count("desktop notifications are off: no session D-Bus") == 1
