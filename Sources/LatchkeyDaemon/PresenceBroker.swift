@@ -22,6 +22,9 @@ public struct PendingPresence: Sendable, Equatable, Codable {
     public var rpId: String?
     /// The user name, when known.
     public var userName: String?
+    /// The platform asked for built-in user verification: approving grants it
+    /// when the key's policy lets a person do so.
+    public var userVerification: Bool
     /// How long it has waited, in milliseconds.
     public var ageMs: Int
     /// How long until it times out, in milliseconds.
@@ -67,6 +70,7 @@ public final class PresenceBoard: Sendable {
                 PendingPresence(
                     id: entry.id, key: entry.key, operation: entry.request.operation.rawValue,
                     rpId: entry.request.rpId, userName: entry.request.userName,
+                    userVerification: entry.request.userVerification,
                     ageMs: milliseconds(entry.created.duration(to: now)),
                     expiresInMs: max(0, milliseconds(now.duration(to: entry.deadline)))
                 )

@@ -19,7 +19,7 @@ from test_latchkeyctl import OK, USAGE, FakeDaemon, Reply, ctl, error, latchkeyc
 REQUEST_1 = {"id": "p-7", "key": "default", "operation": "makeCredential", "rpId": "example.com",
              "userName": "alice", "ageMs": 100, "expiresInMs": 29900}
 REQUEST_2 = {"id": "p-8", "key": "ci-1", "operation": "getAssertion", "rpId": "example.org",
-             "userName": None, "ageMs": 100, "expiresInMs": 9900}
+             "userName": None, "userVerification": True, "ageMs": 100, "expiresInMs": 9900}
 REQUEST_3 = {"id": "p-9", "key": "default", "operation": "makeCredential", "rpId": "example.net",
              "userName": "bob", "ageMs": 100, "expiresInMs": 900}
 
@@ -128,6 +128,7 @@ def test_watch_prompts_for_each_request_and_answers_it(binary, daemon):
         board.add(REQUEST_2)
         shown = watch.expect("Allow? [y/n] ")
         assert "p-8" in shown and "getAssertion" in shown and "example.org" in shown and "user:" not in shown
+        assert "asks for user verification" in shown
         watch.type("n\n")
         watch.expect("p-8 denied.")
         assert ("POST", "/v1/presence/pending/p-8/deny") in [(r.method, r.path) for r in daemon.requests]

@@ -104,6 +104,7 @@ struct Watch: ParsableCommand {
         var lines = ["", Sanitize.inline("\(request.id) on key \(request.key.quoted): \(request.operation)")]
         if let rp = request.rpId { lines.append(Sanitize.inline("  rp:   \(rp)")) }
         if let user = request.userName { lines.append(Sanitize.inline("  user: \(user)")) }
+        if request.userVerification == true { lines.append("  asks for user verification") }
         lines.append("  expires in \(Format.span(milliseconds: request.expiresInMs))")
         say(lines.joined(separator: "\n"))
         write("Allow? [y/n] ")
