@@ -93,7 +93,8 @@ public struct LoggingPolicyEventSink: PolicyEventSink {
     public func publish(_ event: PolicyEvent) {
         var metadata: Logger.Metadata = ["event": "\(event.type)", "key": "\(event.key)"]
         for (name, value) in event.fields { metadata[name] = "\(value)" }
-        logger.notice("policy event", metadata: metadata)
+        // Each decision is logged at info by the broker already; the rest (credential.created) is news.
+        logger.log(level: event.type == "policy.decision" ? .debug : .notice, "policy event", metadata: metadata)
     }
 }
 

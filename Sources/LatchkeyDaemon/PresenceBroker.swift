@@ -333,8 +333,20 @@ public final class PresenceBroker: UserPresence {
                 "decision": "\(record.id)",
             ]
         )
+        var fields = [
+            "decision": "\(record.id)", "operation": record.operation, "path": record.path.rawValue,
+            "outcome": record.outcome.rawValue, "reason": record.reason,
+        ]
+        fields["rpId"] = record.rpId
+        fields["userName"] = record.userName
+        events.withLock { $0 }.publish(PolicyEvent(type: "policy.decision", key: key, fields: fields))
         if decision.path == .conditional, let rpId = request.rpId, let userName = request.userName {
-            watchCreation(rpId: rpId, userName: userName, userId: request.userId, decision: record)
+            if request.discoverable {
+                watchCreation(rpId: rpId, userName: userName, userId: request.userId, decision: record)
+            } else {
+                // Nothing is stored for a non-discoverable credential: there is no ID to announce.
+                logger.info("conditional registration of a non-discoverable credential", metadata: ["rp": "\(rpId)"])
+            }
         }
         return outcome.presenceOutcome
     }

@@ -309,7 +309,9 @@ struct PolicyBrokerTests {
         )
         _ = broker.passwordUsed(rpId: "example.com", userName: "alice")
         clock.advance(by: 2_000)
-        let request = PresenceRequest(operation: .makeCredential, rpId: "example.com", userName: "alice")
+        let request = PresenceRequest(
+            operation: .makeCredential, rpId: "example.com", userName: "alice", discoverable: true
+        )
         #expect(await broker.requestPresence(request) == .approved)
         #expect(board.pending().isEmpty)
         created.withLock { $0 = true }
@@ -317,8 +319,10 @@ struct PolicyBrokerTests {
         let records = broker.decisions.latest(10)
         #expect(records.map(\.path) == [.mismatch, .conditional])
         #expect(records[1].reason.contains("2 s ago"))
-        for _ in 0..<250 where sink.events.isEmpty { try await Task.sleep(for: .milliseconds(20)) }
-        let event = try #require(sink.events.first)
+        #expect(sink.events.filter { $0.type == "policy.decision" }.map { $0.fields["path"] } == ["conditional", "mismatch"])
+        func announced() -> [PolicyEvent] { sink.events.filter { $0.type == "credential.created" } }
+        for _ in 0..<250 where announced().isEmpty { try await Task.sleep(for: .milliseconds(20)) }
+        let event = try #require(announced().first)
         #expect(event.type == "credential.created" && event.key == "k")
         #expect(event.fields["reason"] == "conditional" && event.fields["credentialId"] == "AQID")
     }
