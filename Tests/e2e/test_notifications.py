@@ -95,7 +95,9 @@ def desktop(tmp_path_factory):
     binary = daemon_binary()
     if not binary.exists():
         pytest.skip(f"no latchkeyd at {binary}")
-    bus = subprocess.Popen(["dbus-daemon", "--session", "--nofork", "--print-address=1"], stdin=subprocess.DEVNULL,
+    # timeout(1): the bus ends by itself even if this process dies before its teardown.
+    bus = subprocess.Popen(["timeout", "900", "dbus-daemon", "--session", "--nofork", "--print-address=1"],
+                           stdin=subprocess.DEVNULL,
                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
     server = daemon = None
     try:
