@@ -327,7 +327,7 @@ actor KeyManager {
         )
     }
 
-    private func administering<T>(
+    func administering<T>(
         _ name: String,
         _ body: () async throws(AdministrationError) -> T
     ) async throws(ControlError) -> T {
@@ -358,7 +358,7 @@ actor KeyManager {
         }
     }
 
-    private func managed(_ name: String) throws(ControlError) -> Managed {
+    func managed(_ name: String) throws(ControlError) -> Managed {
         guard let managed = keys[name] else { throw .notFound("no key named \(name)") }
         return managed
     }

@@ -69,7 +69,6 @@ struct PasswordUsedInfo: Decodable {
 extension ControlPath {
     static func policy(key: String) -> String { "\(Self.key(key))/policy" }
     static func decisions(key: String, limit: Int) -> String { "\(policy(key: key))/decisions?limit=\(limit)" }
-    static func passwordUsed(key: String) -> String { "\(Self.key(key))/signals/password-used" }
 }
 
 extension Switch {
@@ -246,46 +245,44 @@ struct Policy: ParsableCommand {
     }
 }
 
-struct Signal: ParsableCommand {
+/// `latchkeyctl signal password-used`, in the `signal` group beside the
+/// WebAuthn signals (Signal.swift).
+struct SignalPasswordUsed: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Tell the daemon what happened at a website (WebAuthn signals).",
-        subcommands: [PasswordUsedCommand.self]
+        commandName: "password-used",
+        abstract: "A password was just used for USER at RP: open a conditional-registration window.",
+        discussion: """
+            While the window is open (5 minutes unless the policy says otherwise), \
+            one makeCredential for that rp and user is approved without a prompt, \
+            if the key has no passkey for them yet and the policy allows the rp \
+            (POST /v1/keys/NAME/signals/password-used).
+
+            Examples:
+              latchkeyctl signal password-used --rp example.com --user alice@example.com
+              latchkeyctl signal password-used --rp example.com --user alice --key ci-1 --json
+            """
     )
 
-    struct PasswordUsedCommand: ParsableCommand {
-        static let configuration = CommandConfiguration(
-            commandName: "password-used",
-            abstract: "A password was just used for USER at RP: open a conditional-registration window.",
-            discussion: """
-                While the window is open (5 minutes unless the policy says otherwise), \
-                one makeCredential for that rp and user is approved without a prompt, \
-                if the key has no passkey for them yet and the policy allows the rp \
-                (POST /v1/keys/NAME/signals/password-used).
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var key: KeyOption
 
-                Examples:
-                  latchkeyctl signal password-used --rp example.com --user alice@example.com
-                  latchkeyctl signal password-used --rp example.com --user alice --key ci-1 --json
-                """
+    @Option(
+        name: [.customLong("rp"), .customLong("rp-id")],
+        help: ArgumentHelp("The relying party ID.", valueName: "rp")
+    )
+    var rp: String
+    @Option(help: ArgumentHelp("The user name the password was used for.", valueName: "user"))
+    var user: String
+
+    func run() throws {
+        let response = try global.client().post(
+            ControlPath.signal(key: key.key, "password-used"), json: PasswordUsed(rpId: rp, userName: user)
         )
-
-        @OptionGroup var global: GlobalOptions
-        @OptionGroup var key: KeyOption
-
-        @Option(help: ArgumentHelp("The relying party ID.", valueName: "rp"))
-        var rp: String
-        @Option(help: ArgumentHelp("The user name the password was used for.", valueName: "user"))
-        var user: String
-
-        func run() throws {
-            let response = try global.client().post(
-                ControlPath.passwordUsed(key: key.key), json: PasswordUsed(rpId: rp, userName: user)
+        try global.show(response, as: PasswordUsedInfo.self) { info in
+            Sanitize.inline(
+                "Conditional registration open for \(info.userName) at \(info.rpId) on key \(info.key.quoted) "
+                    + "for \(Format.span(milliseconds: info.expiresInMs))."
             )
-            try global.show(response, as: PasswordUsedInfo.self) { info in
-                Sanitize.inline(
-                    "Conditional registration open for \(info.userName) at \(info.rpId) on key \(info.key.quoted) "
-                        + "for \(Format.span(milliseconds: info.expiresInMs))."
-                )
-            }
         }
     }
 }
