@@ -95,7 +95,9 @@ extension ControlServer {
                 let signal = broker.passwordUsed(rpId: body.rpId, userName: body.userName)
                 let now = broker.now
                 return PasswordUsedDocument(
-                    key: name, rpId: signal.rpId, userName: signal.userName,
+                    key: name,
+                    rpId: signal.rpId,
+                    userName: signal.userName,
                     expiresInMs: Int(signal.expiresAt > now ? signal.expiresAt - now : 0)
                 )
             }
@@ -106,7 +108,9 @@ extension ControlServer {
                 var limit = PolicyDecisionLog.defaultCapacity
                 if let text = request.uri.queryParameters.get("limit") {
                     guard let value = Int(text), (1...PolicyDecisionLog.defaultCapacity).contains(value) else {
-                        throw ControlError.badRequest("limit must be between 1 and \(PolicyDecisionLog.defaultCapacity)")
+                        throw ControlError.badRequest(
+                            "limit must be between 1 and \(PolicyDecisionLog.defaultCapacity)"
+                        )
                     }
                     limit = value
                 }

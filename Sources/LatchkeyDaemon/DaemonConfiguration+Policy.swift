@@ -23,7 +23,8 @@ extension TableReader {
 
     /// One of an enumeration's raw values; the error lists them.
     mutating func choice<Choice: RawRepresentable & CaseIterable>(
-        _ key: String, of type: Choice.Type
+        _ key: String,
+        of type: Choice.Type
     ) throws(ConfigurationError) -> Choice? where Choice.RawValue == String {
         guard let value = try string(key) else { return nil }
         guard let parsed = Choice(rawValue: value) else {

@@ -114,7 +114,10 @@ enum RPPattern {
         let domain = pattern.hasPrefix("*.") ? String(pattern.dropFirst(2)) : pattern
         guard !domain.isEmpty, domain.count <= 253 else { return false }
         return domain.split(separator: ".", omittingEmptySubsequences: false).allSatisfy { label in
-            !label.isEmpty && label.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-") }
+            !label.isEmpty
+                && label.unicodeScalars.allSatisfy {
+                    $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-")
+                }
         }
     }
 
@@ -143,8 +146,13 @@ public struct PolicyRequest: Sendable, Equatable {
     public var userVerification: Bool
 
     public init(
-        operation: PresenceRequest.Operation, rpId: String? = nil, userName: String? = nil, userId: [UInt8]? = nil,
-        userDisplayName: String? = nil, discoverable: Bool = false, userVerification: Bool = false
+        operation: PresenceRequest.Operation,
+        rpId: String? = nil,
+        userName: String? = nil,
+        userId: [UInt8]? = nil,
+        userDisplayName: String? = nil,
+        discoverable: Bool = false,
+        userVerification: Bool = false
     ) {
         self.operation = operation
         self.rpId = rpId
@@ -269,8 +277,11 @@ public struct PolicyEngine: Sendable {
     public mutating func passwordUsed(rpId: String, userName: String, now: UInt64) -> PasswordSignal {
         prune(now: now)
         let signal = PasswordSignal(
-            rpId: rpId.lowercased(), userName: userName, openedAt: now,
-            expiresAt: now + UInt64(settings.signalWindowSeconds) * 1000, used: false
+            rpId: rpId.lowercased(),
+            userName: userName,
+            openedAt: now,
+            expiresAt: now + UInt64(settings.signalWindowSeconds) * 1000,
+            used: false
         )
         signals[SignalKey(rpId: rpId, userName: userName)] = signal
         if signals.count > Self.maxSignals, let oldest = signals.min(by: { $0.value.openedAt < $1.value.openedAt }) {
@@ -296,7 +307,10 @@ public struct PolicyEngine: Sendable {
     /// Decides `request` for a key in presence `mode`. A conditional
     /// registration spends its signal and counts towards the rate limit.
     public mutating func decide(
-        _ request: PolicyRequest, mode: PresenceMode, facts: PolicyFacts?, now: UInt64
+        _ request: PolicyRequest,
+        mode: PresenceMode,
+        facts: PolicyFacts?,
+        now: UInt64
     ) -> PolicyDecision {
         prune(now: now)
         let isRegistration = request.operation == .makeCredential || request.operation == .excludedCredential
@@ -305,7 +319,8 @@ public struct PolicyEngine: Sendable {
             switch settings.onMismatch {
             case .deny:
                 return PolicyDecision(
-                    action: .refuse, path: .mismatch,
+                    action: .refuse,
+                    path: .mismatch,
                     reason: "not a conditional registration: \(mismatch); on-mismatch = deny"
                 )
             case .fallback:
@@ -319,7 +334,8 @@ public struct PolicyEngine: Sendable {
         conditionalTimes[key.rpId, default: []].append(now)
         let grantsUV = request.userVerification && settings.userVerification == .auto && mode == .auto
         return PolicyDecision(
-            action: .grant(grantsUV ? .verified : .approved), path: .conditional,
+            action: .grant(grantsUV ? .verified : .approved),
+            path: .conditional,
             reason: "conditional registration: password used for \(signal.userName) at \(signal.rpId) "
                 + "\(Self.seconds(now - signal.openedAt)) ago"
                 + (request.userVerification && !grantsUV ? "; built-in UV not granted (presence only)" : "")
@@ -341,7 +357,8 @@ public struct PolicyEngine: Sendable {
         }
         if signal.used { return "the password-used signal for \(userName) at \(rpId) was used already" }
         if signal.expiresAt <= now {
-            return "the password-used signal for \(userName) at \(rpId) expired \(Self.seconds(now - signal.expiresAt)) ago"
+            return
+                "the password-used signal for \(userName) at \(rpId) expired \(Self.seconds(now - signal.expiresAt)) ago"
         }
         if let pattern = settings.denyRpIds.first(where: { RPPattern.matches($0, rpId) }) {
             return "\(rpId) is denied by the policy (\(pattern))"

@@ -68,8 +68,11 @@ public final class PresenceBoard: Sendable {
         return state.withLock { state in
             state.entries.map { entry in
                 PendingPresence(
-                    id: entry.id, key: entry.key, operation: entry.request.operation.rawValue,
-                    rpId: entry.request.rpId, userName: entry.request.userName,
+                    id: entry.id,
+                    key: entry.key,
+                    operation: entry.request.operation.rawValue,
+                    rpId: entry.request.rpId,
+                    userName: entry.request.userName,
                     userVerification: entry.request.userVerification,
                     ageMs: milliseconds(entry.created.duration(to: now)),
                     expiresInMs: max(0, milliseconds(now.duration(to: entry.deadline)))
@@ -108,7 +111,11 @@ public final class PresenceBoard: Sendable {
 
     /// Waits for an answer to `request` for at most `timeout`.
     func wait(
-        id: String, key: String, request: PresenceRequest, timeout: Duration, logger: Logger
+        id: String,
+        key: String,
+        request: PresenceRequest,
+        timeout: Duration,
+        logger: Logger
     ) async -> PresenceAnswer {
         if Task.isCancelled { return PresenceAnswer(outcome: .cancelled, by: "the host (CTAPHID_CANCEL)") }
         let timer = Task {
@@ -124,7 +131,11 @@ public final class PresenceBoard: Sendable {
                 state.withLock { state in
                     state.entries.append(
                         Entry(
-                            id: id, key: key, request: request, created: now, deadline: now + timeout,
+                            id: id,
+                            key: key,
+                            request: request,
+                            created: now,
+                            deadline: now + timeout,
                             continuation: continuation
                         )
                     )
@@ -202,9 +213,15 @@ public final class PresenceBroker: UserPresence {
     static let creationWatch: Duration = .seconds(5)
 
     init(
-        key: String, mode: PresenceMode, timeoutSeconds: Int, board: PresenceBoard, logger: Logger,
-        policy: PolicySettings = PolicySettings(), builtInUserVerification: Bool = false,
-        events: (any PolicyEventSink)? = nil, clock: any MonotonicClock = SystemMonotonicClock()
+        key: String,
+        mode: PresenceMode,
+        timeoutSeconds: Int,
+        board: PresenceBoard,
+        logger: Logger,
+        policy: PolicySettings = PolicySettings(),
+        builtInUserVerification: Bool = false,
+        events: (any PolicyEventSink)? = nil,
+        clock: any MonotonicClock = SystemMonotonicClock()
     ) {
         self.builtInUserVerification = builtInUserVerification
         self.key = key
@@ -306,11 +323,18 @@ public final class PresenceBroker: UserPresence {
             let id = board.nextID()
             let notify = policySettings.notifications ? board.notifier : nil
             notify?.show(
-                requestId: id, summary: Self.summary(request), body: Self.body(request, key: key, id: id),
-                actions: true, timeoutMilliseconds: settings.timeoutSeconds * 1000
+                requestId: id,
+                summary: Self.summary(request),
+                body: Self.body(request, key: key, id: id),
+                actions: true,
+                timeoutMilliseconds: settings.timeoutSeconds * 1000
             )
             let answer = await board.wait(
-                id: id, key: key, request: presenceRequest, timeout: .seconds(settings.timeoutSeconds), logger: logger
+                id: id,
+                key: key,
+                request: presenceRequest,
+                timeout: .seconds(settings.timeoutSeconds),
+                logger: logger
             )
             notify?.withdraw(requestId: id)
             outcome = PolicyOutcome(answer.outcome)
@@ -320,9 +344,16 @@ public final class PresenceBroker: UserPresence {
 
         let record = decisions.append(
             PolicyDecisionRecord(
-                id: 0, time: time, operation: request.operation.rawValue, rpId: request.rpId,
-                userName: request.userName, userVerification: request.userVerification, path: decision.path,
-                outcome: outcome, reason: reason, durationMs: milliseconds(started.duration(to: .now))
+                id: 0,
+                time: time,
+                operation: request.operation.rawValue,
+                rpId: request.rpId,
+                userName: request.userName,
+                userVerification: request.userVerification,
+                path: decision.path,
+                outcome: outcome,
+                reason: reason,
+                durationMs: milliseconds(started.duration(to: .now))
             )
         )
         logger.info(
@@ -387,7 +418,8 @@ public final class PresenceBroker: UserPresence {
                 if let ids = await provider.passkeys(rpId, userName, userId), let id = ids.first {
                     sink.publish(
                         PolicyEvent(
-                            type: "credential.created", key: key,
+                            type: "credential.created",
+                            key: key,
                             fields: [
                                 "reason": "conditional", "rpId": rpId, "userName": userName,
                                 "credentialId": Base64URL.encode(id), "decision": "\(decision.id)",
@@ -395,9 +427,12 @@ public final class PresenceBroker: UserPresence {
                         )
                     )
                     notifier?.show(
-                        requestId: "c-\(key)-\(decision.id)", summary: "Passkey created",
-                        body: "latchkey key \(key) created a passkey for \(userName) at \(rpId) after its password was used.",
-                        actions: false, timeoutMilliseconds: 10_000
+                        requestId: "c-\(key)-\(decision.id)",
+                        summary: "Passkey created",
+                        body:
+                            "latchkey key \(key) created a passkey for \(userName) at \(rpId) after its password was used.",
+                        actions: false,
+                        timeoutMilliseconds: 10_000
                     )
                     return
                 }
@@ -427,7 +462,8 @@ public final class PresenceBroker: UserPresence {
         case .getAssertion: return "Sign in to \(site)?"
         case .excludedCredential: return "Confirm the security key for \(site)?"
         case .reset: return "Reset the security key? Every passkey is erased"
-        case .userVerificationToken: return "Verify yourself to the security key\(request.rpId.map { " for \($0)" } ?? "")?"
+        case .userVerificationToken:
+            return "Verify yourself to the security key\(request.rpId.map { " for \($0)" } ?? "")?"
         default: return "Use the security key?"
         }
     }
@@ -444,8 +480,12 @@ extension PolicyRequest {
     /// The engine's presence request as the policy reads it.
     init(_ request: PresenceRequest) {
         self.init(
-            operation: request.operation, rpId: request.rpId, userName: request.userName, userId: request.userId,
-            userDisplayName: request.userDisplayName, discoverable: request.discoverable,
+            operation: request.operation,
+            rpId: request.rpId,
+            userName: request.userName,
+            userId: request.userId,
+            userDisplayName: request.userDisplayName,
+            discoverable: request.discoverable,
             userVerification: request.userVerification
         )
     }

@@ -52,8 +52,14 @@ struct PolicyTests {
         #expect(refused.reason.contains("needs presence auto"))
 
         var prompt = Self.engine { $0.userVerification = .prompt }
-        #expect(prompt.decide(Self.create(uv: true), mode: .prompt, facts: nil, now: 0).action == .ask(grantsUserVerification: true))
-        #expect(prompt.decide(Self.create(uv: true), mode: .auto, facts: nil, now: 0).action == .ask(grantsUserVerification: true))
+        #expect(
+            prompt.decide(Self.create(uv: true), mode: .prompt, facts: nil, now: 0).action
+                == .ask(grantsUserVerification: true)
+        )
+        #expect(
+            prompt.decide(Self.create(uv: true), mode: .auto, facts: nil, now: 0).action
+                == .ask(grantsUserVerification: true)
+        )
         #expect(prompt.decide(Self.create(uv: true), mode: .deny, facts: nil, now: 0).action == .refuse)
 
         var deny = Self.engine()
@@ -115,8 +121,14 @@ struct PolicyTests {
     func conditions() {
         let cases: [(String, (inout PolicySettings) -> Void, PolicyFacts, String)] = [
             ("existing passkey", { _ in }, PolicyFacts(hasPasskey: true, pinSet: false), "already has a passkey"),
-            ("deny list", { $0.denyRpIds = ["*.example.com", "example.com"] }, Self.noPasskey, "denied by the policy (example.com)"),
-            ("allow list", { $0.allowRpIds = ["example.org", "*.example.com"] }, Self.noPasskey, "not in the policy's allowed RPs"),
+            (
+                "deny list", { $0.denyRpIds = ["*.example.com", "example.com"] }, Self.noPasskey,
+                "denied by the policy (example.com)"
+            ),
+            (
+                "allow list", { $0.allowRpIds = ["example.org", "*.example.com"] }, Self.noPasskey,
+                "not in the policy's allowed RPs"
+            ),
             ("require-pin", { $0.requirePin = true }, Self.noPasskey, "requires a PIN"),
         ]
         for (name, change, facts, reason) in cases {
@@ -140,7 +152,10 @@ struct PolicyTests {
         }
         var withPin = Self.engine { $0.requirePin = true }
         withPin.passwordUsed(rpId: "example.com", userName: "alice", now: 0)
-        #expect(withPin.decide(Self.create(), mode: .prompt, facts: PolicyFacts(hasPasskey: false, pinSet: true), now: 1).path == .conditional)
+        #expect(
+            withPin.decide(Self.create(), mode: .prompt, facts: PolicyFacts(hasPasskey: false, pinSet: true), now: 1)
+                .path == .conditional
+        )
     }
 
     @Test("rp patterns: exact ids ignore case, *.example.com matches subdomains only")
@@ -152,7 +167,10 @@ struct PolicyTests {
         #expect(!RPPattern.matches("*.example.com", "example.com"))
         #expect(!RPPattern.matches("*.example.com", "badexample.com"))
         #expect(RPPattern.isValid("*.example.com") && RPPattern.isValid("localhost"))
-        #expect(!RPPattern.isValid("") && !RPPattern.isValid("*") && !RPPattern.isValid("a..b") && !RPPattern.isValid("ex ample.com"))
+        #expect(
+            !RPPattern.isValid("") && !RPPattern.isValid("*") && !RPPattern.isValid("a..b")
+                && !RPPattern.isValid("ex ample.com")
+        )
         #expect(!RPPattern.isValid("*.*.example.com"))
     }
 
@@ -211,7 +229,9 @@ struct PolicyTests {
     func conditionalUV() {
         var ci = Self.engine { $0.userVerification = .auto }
         ci.passwordUsed(rpId: "example.com", userName: "alice", now: 0)
-        #expect(ci.decide(Self.create(uv: true), mode: .auto, facts: Self.noPasskey, now: 1).action == .grant(.verified))
+        #expect(
+            ci.decide(Self.create(uv: true), mode: .auto, facts: Self.noPasskey, now: 1).action == .grant(.verified)
+        )
         var person = Self.engine { $0.userVerification = .prompt }
         person.passwordUsed(rpId: "example.com", userName: "alice", now: 0)
         let decision = person.decide(Self.create(uv: true), mode: .prompt, facts: Self.noPasskey, now: 1)
@@ -225,8 +245,16 @@ struct PolicyTests {
         for index in 0..<5 {
             log.append(
                 PolicyDecisionRecord(
-                    id: 0, time: "t", operation: "makeCredential", rpId: "r\(index)", userName: nil,
-                    userVerification: false, path: .auto, outcome: .approved, reason: "presence auto", durationMs: 0
+                    id: 0,
+                    time: "t",
+                    operation: "makeCredential",
+                    rpId: "r\(index)",
+                    userName: nil,
+                    userVerification: false,
+                    path: .auto,
+                    outcome: .approved,
+                    reason: "presence auto",
+                    durationMs: 0
                 )
             )
         }
@@ -255,7 +283,9 @@ struct PolicyTests {
                 [[keys]]
                 name = "person"
                 presence = "prompt"
-                """, source: "t.toml")
+                """,
+            source: "t.toml"
+        )
         try configuration.validate()
         #expect(configuration.policy.onMismatch == .deny)
         #expect(configuration.policy.allowRpIds == ["example.com", "*.example.org"])
@@ -297,7 +327,13 @@ struct PolicyBrokerTests {
         var settings = PolicySettings()
         settings.onMismatch = .deny
         let broker = PresenceBroker(
-            key: "k", mode: .prompt, timeoutSeconds: 30, board: board, logger: logger, policy: settings, events: sink,
+            key: "k",
+            mode: .prompt,
+            timeoutSeconds: 30,
+            board: board,
+            logger: logger,
+            policy: settings,
+            events: sink,
             clock: clock
         )
         let created = Mutex(false)
@@ -310,7 +346,10 @@ struct PolicyBrokerTests {
         _ = broker.passwordUsed(rpId: "example.com", userName: "alice")
         clock.advance(by: 2_000)
         let request = PresenceRequest(
-            operation: .makeCredential, rpId: "example.com", userName: "alice", discoverable: true
+            operation: .makeCredential,
+            rpId: "example.com",
+            userName: "alice",
+            discoverable: true
         )
         #expect(await broker.requestPresence(request) == .approved)
         #expect(board.pending().isEmpty)
@@ -319,7 +358,11 @@ struct PolicyBrokerTests {
         let records = broker.decisions.latest(10)
         #expect(records.map(\.path) == [.mismatch, .conditional])
         #expect(records[1].reason.contains("2 s ago"))
-        #expect(sink.events.filter { $0.type == "policy.decision" }.map { $0.fields["path"] } == ["conditional", "mismatch"])
+        #expect(
+            sink.events.filter { $0.type == "policy.decision" }.map { $0.fields["path"] } == [
+                "conditional", "mismatch",
+            ]
+        )
         func announced() -> [PolicyEvent] { sink.events.filter { $0.type == "credential.created" } }
         for _ in 0..<250 where announced().isEmpty { try await Task.sleep(for: .milliseconds(20)) }
         let event = try #require(announced().first)
@@ -331,7 +374,9 @@ struct PolicyBrokerTests {
     func promptRecord() async throws {
         let board = PresenceBoard()
         let broker = PresenceBroker(key: "k", mode: .prompt, timeoutSeconds: 30, board: board, logger: logger)
-        let waiting = Task { await broker.requestPresence(PresenceRequest(operation: .getAssertion, rpId: "a.example")) }
+        let waiting = Task {
+            await broker.requestPresence(PresenceRequest(operation: .getAssertion, rpId: "a.example"))
+        }
         while board.pending().isEmpty { try await Task.sleep(for: .milliseconds(5)) }
         let id = board.pending()[0].id
         board.answer(id, .denied, by: "the desktop notification")
@@ -346,7 +391,12 @@ struct PolicyBrokerTests {
         var prompt = PolicySettings()
         prompt.userVerification = .prompt
         let broker = PresenceBroker(
-            key: "k", mode: .prompt, timeoutSeconds: 30, board: PresenceBoard(), logger: logger, policy: prompt,
+            key: "k",
+            mode: .prompt,
+            timeoutSeconds: 30,
+            board: PresenceBoard(),
+            logger: logger,
+            policy: prompt,
             builtInUserVerification: true
         )
         var change = PolicyOverrides()
@@ -370,7 +420,12 @@ struct PolicyBrokerTests {
         settings.userVerification = .prompt
         let board = PresenceBoard()
         let broker = PresenceBroker(
-            key: "k", mode: .prompt, timeoutSeconds: 30, board: board, logger: logger, policy: settings,
+            key: "k",
+            mode: .prompt,
+            timeoutSeconds: 30,
+            board: board,
+            logger: logger,
+            policy: settings,
             builtInUserVerification: true
         )
         let request = PresenceRequest(operation: .getAssertion, rpId: "example.com", userVerification: true)
@@ -387,8 +442,13 @@ struct DesktopNotifierTests {
     @Test("gdbus monitor lines become actions and closes")
     func parse() {
         let path = "/org/freedesktop/Notifications: org.freedesktop.Notifications."
-        #expect(DesktopNotifier.parseSignal(path + "ActionInvoked (uint32 7, 'allow')") == .init(id: 7, kind: .action("allow")))
-        #expect(DesktopNotifier.parseSignal(path + "NotificationClosed (uint32 7, uint32 2)") == .init(id: 7, kind: .closed))
+        #expect(
+            DesktopNotifier.parseSignal(path + "ActionInvoked (uint32 7, 'allow')")
+                == .init(id: 7, kind: .action("allow"))
+        )
+        #expect(
+            DesktopNotifier.parseSignal(path + "NotificationClosed (uint32 7, uint32 2)") == .init(id: 7, kind: .closed)
+        )
         #expect(DesktopNotifier.parseSignal("The name org.freedesktop.Notifications is owned by :1.0") == nil)
         #expect(DesktopNotifier.parseSignal(path + "ActionInvoked (uint32 x, 'allow')") == nil)
         #expect(DesktopNotifier.parseNotificationId("(uint32 12,)\n") == 12)

@@ -165,7 +165,9 @@ struct Policy: ParsableCommand {
         var signalWindow: Int?
         @Option(help: ArgumentHelp("fallback (the presence mode decides) or deny.", valueName: "action"))
         var onMismatch: String?
-        @Option(help: ArgumentHelp("An rp (or *.domain) that may be registered conditionally; repeat.", valueName: "rp"))
+        @Option(
+            help: ArgumentHelp("An rp (or *.domain) that may be registered conditionally; repeat.", valueName: "rp")
+        )
         var allowRp: [String] = []
         @Option(help: ArgumentHelp("An rp (or *.domain) never registered conditionally; repeat.", valueName: "rp"))
         var denyRp: [String] = []
@@ -176,12 +178,15 @@ struct Policy: ParsableCommand {
 
         var update: PolicyUpdate {
             PolicyUpdate(
-                userVerification: userVerification, notifications: notifications?.value,
-                conditionalRegistration: conditional?.value, signalWindowSeconds: signalWindow,
+                userVerification: userVerification,
+                notifications: notifications?.value,
+                conditionalRegistration: conditional?.value,
+                signalWindowSeconds: signalWindow,
                 onMismatch: onMismatch,
                 allowRpIds: allowRp.isEmpty ? nil : allowRp.filter { !$0.isEmpty },
                 denyRpIds: denyRp.isEmpty ? nil : denyRp.filter { !$0.isEmpty },
-                requirePin: requirePin?.value, rateLimitPerHour: rateLimit
+                requirePin: requirePin?.value,
+                rateLimitPerHour: rateLimit
             )
         }
 
@@ -276,7 +281,8 @@ struct SignalPasswordUsed: ParsableCommand {
 
     func run() throws {
         let response = try global.client().post(
-            ControlPath.signal(key: key.key, "password-used"), json: PasswordUsed(rpId: rp, userName: user)
+            ControlPath.signal(key: key.key, "password-used"),
+            json: PasswordUsed(rpId: rp, userName: user)
         )
         try global.show(response, as: PasswordUsedInfo.self) { info in
             Sanitize.inline(

@@ -47,7 +47,9 @@ struct Watch: ParsableCommand {
         let client = global.client()
         WatchSignals.install()
         defer { WatchSignals.remove() }
-        say("Watching for presence requests\(key.map { " for key \($0.quoted)" } ?? ""). Answer y or n; Ctrl-D or Ctrl-C ends.")
+        say(
+            "Watching for presence requests\(key.map { " for key \($0.quoted)" } ?? ""). Answer y or n; Ctrl-D or Ctrl-C ends."
+        )
 
         var current: PendingRequest?
         var finished = Set<String>()
