@@ -47,6 +47,8 @@ public struct CreateKeyRequest: Codable, Sendable {
     public var uhid: Bool?
     public var usbip: Bool?
     public var attestation: String?
+    /// The key's changes to the daemon's `[policy]`, as in `[keys.policy]`.
+    public var policy: PolicyOverrides?
 }
 
 /// A stored credential.

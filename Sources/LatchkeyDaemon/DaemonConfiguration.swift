@@ -47,6 +47,8 @@ public struct KeyConfiguration: Sendable, Equatable {
     public var manufacturer: String = "latchkey"
     /// Attestation statement for makeCredential: batch, self or none.
     public var attestation: String = "batch"
+    /// This key's changes to the daemon's `[policy]`.
+    public var policy = PolicyOverrides()
 
     public init(name: String) { self.name = name }
 
@@ -83,6 +85,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var presenceTimeoutSeconds: Int = 30
     /// How long after a key powers up authenticatorReset is allowed.
     public var resetWindowSeconds: Int = 10
+    /// Consent policy of every key (`[policy]`); keys override it.
+    public var policy = PolicySettings()
     /// The keys. An empty list means one key named "default".
     public var keys: [KeyConfiguration] = [KeyConfiguration(name: "default")]
 
@@ -133,6 +137,17 @@ public struct DaemonConfiguration: Sendable, Equatable {
         # mode = "prompt"           # auto | prompt | deny
         # timeout-seconds = 30      # a prompted request fails with CTAP2_ERR_USER_ACTION_TIMEOUT after this
 
+        [policy]
+        # user-verification = "deny"         # deny | prompt | auto: built-in UV when a platform asks for it; auto needs presence auto
+        # notifications = true               # desktop notifications with Allow/Deny for prompts (session D-Bus, gdbus)
+        # conditional-registration = true    # password-used signals let a makeCredential for that (rp, user) through silently
+        # signal-window-seconds = 300        # how long a password-used signal stays usable (once)
+        # on-mismatch = "fallback"           # fallback (presence mode decides) | deny (CTAP2_ERR_OPERATION_DENIED at once)
+        # allow-rp-ids = []                  # RPs that may be registered conditionally ("example.com", "*.example.com"); empty: all
+        # deny-rp-ids = []                   # RPs never registered conditionally; wins over allow-rp-ids
+        # require-pin = false                # conditional registration only once the key has a PIN
+        # rate-limit-per-hour = 3            # conditional registrations per RP in any hour
+
         # One [[keys]] table per virtual key; without any, one key named "default".
         # [[keys]]
         # name = "default"
@@ -144,6 +159,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
         # product-name = "Virtual FIDO2 Key"  # hosts show "<manufacturer> <product-name>"
         # manufacturer = "latchkey"
         # attestation = "batch"     # batch | self | none
+        # [keys.policy]             # any [policy] key, for this key only
+        # user-verification = "deny"
         """
 
     /// Applies a TOML document on top of this configuration.
@@ -175,6 +192,9 @@ public struct DaemonConfiguration: Sendable, Equatable {
             if let value = try section.int("timeout-seconds") { presenceTimeoutSeconds = value }
             try section.finish()
         }
+        if var section = try reader.table("policy") {
+            policy = try section.policyOverrides().applied(to: policy)
+        }
         if let tables = try reader.tables("keys") {
             var parsed: [KeyConfiguration] = []
             for var section in tables {
@@ -190,6 +210,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
                 if let value = try section.string("product-name") { key.productName = value }
                 if let value = try section.string("manufacturer") { key.manufacturer = value }
                 if let value = try section.string("attestation") { key.attestation = value }
+                if var policy = try section.table("policy") { key.policy = try policy.policyOverrides() }
                 try section.finish()
                 parsed.append(key)
             }
@@ -220,6 +241,11 @@ public struct DaemonConfiguration: Sendable, Equatable {
             guard seen.insert(key.name).inserted else { throw ConfigurationError("two keys are named \"\(key.name)\"") }
             guard ["batch", "self", "none"].contains(key.attestation) else {
                 throw ConfigurationError("key \(key.name): attestation must be batch, self or none")
+            }
+            do {
+                try key.policy.applied(to: policy).validate(mode: key.presence ?? presence)
+            } catch {
+                throw ConfigurationError("key \(key.name): policy: \(error.message)")
             }
         }
     }
@@ -278,7 +304,7 @@ struct TableReader {
         self.path = path
     }
 
-    private mutating func value(_ key: String) -> (any TOMLValueConvertible)? {
+    mutating func value(_ key: String) -> (any TOMLValueConvertible)? {
         seen.insert(key)
         return table[key]
     }

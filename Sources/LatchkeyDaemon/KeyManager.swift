@@ -105,6 +105,7 @@ actor KeyManager {
         key.uhid = request.uhid ?? true
         key.usbip = request.usbip ?? true
         if let attestation = request.attestation { key.attestation = attestation }
+        if let policy = request.policy { key.policy = policy }
         return key
     }
 
@@ -142,6 +143,11 @@ actor KeyManager {
             throw .badRequest("attestation must be batch, self or none")
         }
         let key = Self.keyConfiguration(request)
+        do throws(ConfigurationError) {
+            try key.policy.applied(to: configuration.policy).validate(mode: key.presence ?? configuration.presence)
+        } catch {
+            throw .badRequest("policy: \(error.message)")
+        }
         let directory = "\(keysDirectory)/\(key.name)"
         do {
             try FileManager.default.createDirectory(

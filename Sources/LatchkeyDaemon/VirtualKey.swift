@@ -49,9 +49,11 @@ public final class VirtualKey: Sendable {
             try store.setSecret(aaguid, named: Self.aaguidSecret)
         }
         let identity = try Self.loadIdentity(store: store, aaguid: aaguid, logger: logger)
+        let policy = configuration.policy.applied(to: defaults.policy)
         presence = PresenceBroker(
             key: configuration.name, mode: configuration.presence ?? defaults.presence,
-            timeoutSeconds: defaults.presenceTimeoutSeconds, board: board, logger: logger
+            timeoutSeconds: defaults.presenceTimeoutSeconds, board: board, logger: logger,
+            policy: policy, builtInUserVerification: policy.userVerification != .deny
         )
         let keyLogger = logger
         authenticator = try Authenticator(
@@ -59,10 +61,28 @@ public final class VirtualKey: Sendable {
                 aaguid: aaguid,
                 attestation: AttestationMode(rawValue: configuration.attestation) ?? .batch,
                 attestationIdentity: identity,
-                resetWindowMilliseconds: UInt64(defaults.resetWindowSeconds) * 1000
+                resetWindowMilliseconds: UInt64(defaults.resetWindowSeconds) * 1000,
+                // getInfo's uv is fixed for the key's life: the policy as configured
+                // decides whether the key offers built-in UV at all (deny: never).
+                builtInUserVerification: policy.userVerification != .deny
             ),
             store: store, presence: presence, clock: SystemMonotonicClock(), entropy: entropy,
             diagnostics: { keyLogger.error("authenticator: \($0)") }
+        )
+        presence.bind(facts: Self.facts(authenticator: authenticator))
+    }
+
+    /// What conditional registration asks about the key: its passkeys for
+    /// an (rp, user), and whether it has a PIN.
+    private static func facts(authenticator: Authenticator) -> KeyFacts {
+        KeyFacts(
+            passkeys: { rpId, userName, userId in
+                guard let stored = try? await authenticator.storedCredentials(rpId: rpId) else { return nil }
+                return stored.filter { credential in
+                    credential.userName == userName || (userId != nil && credential.userId == userId)
+                }.map(\.id)
+            },
+            pinSet: { try? await authenticator.pinStatus().isSet }
         )
     }
 
