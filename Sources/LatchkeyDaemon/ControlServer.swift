@@ -24,6 +24,7 @@ struct ControlServer {
         let router = Router(context: BasicRequestContext.self)
         addRoutes(to: router)
         addPolicyRoutes(to: router)
+        addRouteListing(to: router)
         let socketPath = self.socketPath
         let logger = self.logger
         let listening = self.listening
