@@ -37,10 +37,14 @@ install_deps() {
     fi
     # python-fido2 2.x is the FIDO client and relying party library the tests use.
     # usbip 0.7.0 runs the rig's stand-in USB/IP server that checks our client.
-    if ! python3 -c 'import pytest, usbip, fido2.server; from fido2.webauthn import RegistrationResponse' 2>/dev/null; then
-        log "pip install fido2 (2.x) pytest usbip"
-        python3 -m pip install -q "fido2>=2,<3" pytest "usbip==0.7.0" 2>/dev/null ||
-            python3 -m pip install -q --break-system-packages "fido2>=2,<3" pytest "usbip==0.7.0"
+    # openapi-spec-validator, jsonschema (4.18+: referencing) and PyYAML check the
+    # control API's OpenAPI file and the daemon's answers against it.
+    local pip_packages=("fido2>=2,<3" pytest "usbip==0.7.0" openapi-spec-validator "jsonschema>=4.18" pyyaml)
+    if ! python3 -c 'import pytest, usbip, fido2.server, openapi_spec_validator, jsonschema, referencing, yaml
+from fido2.webauthn import RegistrationResponse' 2>/dev/null; then
+        log "pip install ${pip_packages[*]}"
+        python3 -m pip install -q "${pip_packages[@]}" 2>/dev/null ||
+            python3 -m pip install -q --break-system-packages "${pip_packages[@]}"
     fi
 }
 

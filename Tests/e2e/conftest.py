@@ -88,8 +88,14 @@ class APIError(AssertionError):
         self.body = body
 
 
+# Every exchange any ControlClient of the session made: test_zz_openapi.py checks
+# each response against docs/control-api.openapi.yaml, and that every documented
+# operation was called.
+CONTROL_LOG: list[dict] = []
+
+
 class ControlClient:
-    """HTTP/1.1 + JSON on the daemon's control socket."""
+    """HTTP/1.1 + JSON on the daemon's control socket; every exchange lands in CONTROL_LOG."""
 
     def __init__(self, path: str, timeout: float = 10.0):
         self.path = path
@@ -108,12 +114,15 @@ class ControlClient:
             raw = response.read()
             status = response.status
             content_type = response.getheader("Content-Type") or ""
+            headers = dict(response.getheaders())
         finally:
             conn.close()
         parsed = None
         if raw:
             assert "json" in content_type, f"{method} {path}: Content-Type {content_type!r} for {raw[:200]!r}"
             parsed = json.loads(raw)
+        CONTROL_LOG.append({"method": method, "path": path, "status": status, "headers": headers,
+                            "body": parsed, "raw": bool(raw)})
         expected = expect if isinstance(expect, (tuple, list, set)) else (expect,)
         if expect is not None and status not in expected:
             raise APIError(method, path, status, parsed if parsed is not None else raw)

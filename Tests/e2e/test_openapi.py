@@ -1,0 +1,78 @@
+"""docs/control-api.openapi.yaml against the running daemon: the file is valid OpenAPI 3.1,
+its operations are exactly the routes the daemon registered (GET /v1/api/routes), and a
+short tour calls the endpoints no other test calls, so that test_zz_openapi.py (last of
+the session) can check that every documented operation answered as documented.
+"""
+
+from __future__ import annotations
+
+import pytest
+from openapi_spec_validator import OpenAPIV31SpecValidator
+
+import openapi_spec
+from openapi_spec import Operation
+
+
+def test_the_spec_is_valid_openapi_3_1():
+    spec = openapi_spec.spec()
+    assert spec["openapi"].startswith("3.1."), spec["openapi"]
+    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
+              for e in OpenAPIV31SpecValidator(spec).iter_errors()]
+    assert not errors, "\n".join(errors)
+
+
+def test_every_operation_has_an_id_a_success_and_error_documents():
+    spec = openapi_spec.spec()
+    ids = []
+    for operation in sorted(openapi_spec.operations(), key=str):
+        item = spec["paths"][operation.path][operation.method.lower()]
+        ids.append(item.get("operationId"))
+        assert item.get("operationId"), f"{operation}: no operationId"
+        statuses = [int(s) for s in item["responses"]]
+        assert any(200 <= s < 300 for s in statuses), f"{operation}: no 2xx response"
+        for status in statuses:
+            if status >= 400:
+                found, _ = openapi_spec.response(operation, status)
+                schema = found["content"]["application/json"]["schema"]
+                assert schema == {"$ref": "#/components/schemas/Error"}, f"{operation} {status}: not the error document"
+    assert len(ids) == len(set(ids)), "operationIds repeat"
+
+
+def test_the_spec_examples_conform_to_their_schemas():
+    """An example that breaks its own schema misleads whoever copies it."""
+    spec = openapi_spec.spec()
+    problems = []
+
+    def check(schema_pointer: str, example, where: str):
+        validator = openapi_spec.Draft202012Validator({"$ref": f"{openapi_spec.SPEC_URI}#/{schema_pointer}"},
+                                                      registry=openapi_spec._registry())
+        problems.extend(f"{where}: {e.message}" for e in validator.iter_errors(example))
+
+    for name, schema in spec["components"]["schemas"].items():
+        if "example" in schema:
+            check(openapi_spec._pointer("components", "schemas", name), schema["example"], f"schema {name}")
+    for operation in openapi_spec.operations():
+        item = spec["paths"][operation.path][operation.method.lower()]
+        bodies = [(("requestBody",), item.get("requestBody", {}))]
+        bodies += [(("responses", status), response) for status, response in item["responses"].items()]
+        for where, body in bodies:
+            for media_type, content in body.get("content", {}).items():
+                if "example" in content and "schema" in content:
+                    pointer = openapi_spec._pointer("paths", operation.path, operation.method.lower(), *where,
+                                                    "content", media_type, "schema")
+                    check(pointer, content["example"], f"{operation} {'/'.join(where)}")
+    for name, response in spec["components"]["responses"].items():
+        for media_type, content in response.get("content", {}).items():
+            if "example" in content:
+                check(openapi_spec._pointer("components", "responses", name, "content", media_type, "schema"),
+                      content["example"], f"response {name}")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_spec_documents_exactly_the_routes_the_daemon_serves(control):
+    routes = control.get("/v1/api/routes")
+    served = {Operation(route["method"], route["path"]) for route in routes}
+    documented = openapi_spec.operations()
+    assert not served - documented, f"served but not in the spec: {sorted(map(str, served - documented))}"
+    assert not documented - served, f"in the spec but not served: {sorted(map(str, documented - served))}"
+    assert routes == sorted(routes, key=lambda r: (r["path"], r["method"])), "the listing is not sorted"
