@@ -6,7 +6,8 @@ the session) can check that every documented operation answered as documented.
 
 from __future__ import annotations
 
-import pytest
+import re
+
 from openapi_spec_validator import OpenAPIV31SpecValidator
 
 import openapi_spec
@@ -76,3 +77,24 @@ def test_the_spec_documents_exactly_the_routes_the_daemon_serves(control):
     assert not served - documented, f"served but not in the spec: {sorted(map(str, served - documented))}"
     assert not documented - served, f"in the spec but not served: {sorted(map(str, documented - served))}"
     assert routes == sorted(routes, key=lambda r: (r["path"], r["method"])), "the listing is not sorted"
+
+
+def readme_curl_operations() -> set[Operation]:
+    """The operations of the README's curl examples (continuation lines joined)."""
+    text = (openapi_spec.SPEC_PATH.parents[1] / "README.md").read_text(encoding="utf-8").replace("\\\n", " ")
+    found = set()
+    for line in text.splitlines():
+        if "curl --unix-socket" not in line:
+            continue
+        command = line[line.index("curl --unix-socket"):]
+        url = re.search(r"http://[^/\s'\"]+(/[^\s'\"]*)", command)
+        method = re.search(r"-X\s+([A-Z]+)", command)
+        verb = method.group(1) if method else ("POST" if re.search(r"\s(-d|--data)\b", command) else "GET")
+        if url and (operation := openapi_spec.operation_for(verb, url.group(1))):
+            found.add(operation)
+    return found
+
+
+def test_the_readme_has_a_curl_example_for_every_operation():
+    missing = openapi_spec.operations() - readme_curl_operations()
+    assert not missing, f"no curl example in README.md: {sorted(map(str, missing))}"
