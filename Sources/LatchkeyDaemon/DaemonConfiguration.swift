@@ -17,6 +17,14 @@ public enum PresenceMode: String, Sendable, Codable, CaseIterable {
     case deny
 }
 
+/// The protocols a key speaks (WebDriver's authenticator `protocol`).
+public enum ProtocolMode: String, Sendable, Codable, CaseIterable {
+    /// CTAP 2.1, and U2F over CTAPHID_MSG.
+    case ctap21 = "ctap2.1"
+    /// CTAP1/U2F only: no CBOR capability, CBOR commands refused.
+    case u2fOnly = "u2f-only"
+}
+
 /// Whether a transport is on.
 public enum TransportSwitch: String, Sendable, Codable {
     /// On; failing to start it is an error.
@@ -47,6 +55,22 @@ public struct KeyConfiguration: Sendable, Equatable {
     public var manufacturer: String = "latchkey"
     /// Attestation statement for makeCredential: batch, self or none.
     public var attestation: String = "batch"
+    /// What the key speaks: CTAP 2.1 (with U2F), or U2F alone.
+    public var protocolMode: ProtocolMode = .ctap21
+    /// Discoverable credentials (getInfo rk).
+    public var residentKeys = true
+    /// Built-in user verification (getInfo uv); what it answers is `userVerified`.
+    public var userVerification = false
+    /// Whether built-in user verification succeeds (WebDriver isUserVerified).
+    public var userVerified = false
+    /// authenticatorLargeBlobs and the largeBlobKey extension.
+    public var largeBlobs = true
+    /// The credBlob extension.
+    public var credBlob = true
+    /// The minPinLength extension.
+    public var minPinLength = true
+    /// hmac-secret (and hmac-secret-mc), which WebAuthn's PRF uses.
+    public var prf = true
 
     public init(name: String) { self.name = name }
 

@@ -110,8 +110,11 @@ final class LiveAttachment: KeyAttachment, @unchecked Sendable {
             return
         }
         let writeLogger = logger
-        let session = HIDSession(authenticator: key.authenticator, presence: key.presence, logger: logger) {
-            report in
+        let hooks = key.sessionHooks { [weak self] in Task { await self?.replug() } }
+        let session = HIDSession(
+            authenticator: key.authenticator, presence: key.presence, logger: logger,
+            capabilities: key.hidCapabilities, hooks: hooks
+        ) { report in
             do {
                 try device.sendInputReport(report)
             } catch {

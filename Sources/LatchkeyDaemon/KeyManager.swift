@@ -38,6 +38,8 @@ actor KeyManager {
     private let board: PresenceBoard
     private let transports: any TransportHub
     private let logger: Logger
+    /// Where the keys' events go (GET /v1/events).
+    nonisolated let events: EventBus
     private var keys: [String: Managed] = [:]
     private var order: [String] = []
 
@@ -46,8 +48,10 @@ actor KeyManager {
         masterKey: [UInt8],
         board: PresenceBoard,
         transports: any TransportHub,
+        events: EventBus = EventBus(),
         logger: Logger
     ) {
+        self.events = events
         self.configuration = configuration
         self.masterKey = masterKey
         self.board = board
@@ -89,7 +93,7 @@ actor KeyManager {
     private func open(_ key: KeyConfiguration, fromConfiguration: Bool) async throws -> Managed {
         let virtualKey = try VirtualKey(
             configuration: key, directory: "\(keysDirectory)/\(key.name)", masterKey: masterKey,
-            defaults: configuration, board: board, logger: logger
+            defaults: configuration, board: board, events: events, logger: logger
         )
         let attachment = await transports.attach(virtualKey)
         let managed = Managed(key: virtualKey, attachment: attachment, fromConfiguration: fromConfiguration)
@@ -101,10 +105,18 @@ actor KeyManager {
 
     static func keyConfiguration(_ request: CreateKeyRequest) -> KeyConfiguration {
         var key = KeyConfiguration(name: request.name)
-        key.presence = request.presence
+        key.presence = request.presence ?? (request.isUserConsenting == false ? .deny : nil)
         key.uhid = request.uhid ?? true
         key.usbip = request.usbip ?? true
         if let attestation = request.attestation { key.attestation = attestation }
+        key.protocolMode = CreateKeyRequest.protocolMode(request.protocol) ?? .ctap21
+        if let value = request.hasResidentKey { key.residentKeys = value }
+        if let value = request.hasUserVerification { key.userVerification = value }
+        if let value = request.isUserVerified { key.userVerified = value }
+        if let value = request.hasLargeBlob { key.largeBlobs = value }
+        if let value = request.hasCredBlob { key.credBlob = value }
+        if let value = request.hasMinPinLength { key.minPinLength = value }
+        if let value = request.hasPrf { key.prf = value }
         return key
     }
 
@@ -129,7 +141,8 @@ actor KeyManager {
             presence: managed.key.presence.current.mode.rawValue,
             credentials: (try? managed.key.store.credentialCount()) ?? 0,
             uhid: await managed.attachment.uhidStatus(),
-            usbip: await managed.attachment.usbipStatus()
+            usbip: await managed.attachment.usbipStatus(),
+            options: KeyOptionsDocument(managed.key.configuration, isUserVerified: managed.key.presence.isUserVerified)
         )
     }
 
@@ -140,6 +153,9 @@ actor KeyManager {
         guard keys[request.name] == nil else { throw .conflict("a key named \(request.name) exists") }
         if let attestation = request.attestation, !["batch", "self", "none"].contains(attestation) {
             throw .badRequest("attestation must be batch, self or none")
+        }
+        guard CreateKeyRequest.protocolMode(request.protocol) != nil else {
+            throw .badRequest("protocol must be ctap2.1 or u2f-only")
         }
         let key = Self.keyConfiguration(request)
         let directory = "\(keysDirectory)/\(key.name)"
@@ -152,6 +168,7 @@ actor KeyManager {
                 throw ControlError.internalError("cannot write \(directory)/key.json")
             }
             let managed = try await open(key, fromConfiguration: false)
+            events.publish(.keyCreated, key: key.name, ["protocol": .string(key.protocolMode.rawValue)])
             return await document(managed)
         } catch let error as ControlError {
             throw error
@@ -176,13 +193,14 @@ actor KeyManager {
         } catch {
             throw .internalError("key \(name) is detached but its directory could not be removed: \(error)")
         }
+        events.publish(.keyDeleted, key: name)
         logger.info("key deleted", metadata: ["key": "\(name)"])
     }
 
     func credentials(_ name: String) throws(ControlError) -> [CredentialDocument] {
         let managed = try managed(name)
         do {
-            return try managed.key.credentials().map(CredentialDocument.init)
+            return try managed.key.credentials().map { CredentialDocument($0) }
         } catch {
             throw .internalError("cannot read the credentials of \(name): \(error)")
         }
@@ -198,6 +216,7 @@ actor KeyManager {
             throw .internalError("cannot delete the credential: \(error)")
         }
         guard deleted else { throw .notFound("key \(name) has no credential \(id)") }
+        events.publish(.credentialDeleted, key: name, ["credentialId": .string(Base64URL.encode(bytes))])
         logger.info("credential deleted", metadata: ["key": "\(name)"])
     }
 
@@ -339,8 +358,34 @@ actor KeyManager {
 
     func replug(_ name: String) async throws(ControlError) {
         let managed = try managed(name)
+        board.answerAll(key: name, .cancelled)
         await managed.key.authenticator.powerCycle()
         await managed.attachment.replug()
+        events.publish(.keyReplugged, key: name, ["reason": "control API"])
+        logger.info("key replugged", metadata: ["key": "\(name)"])
+    }
+
+    /// The key's running parts, for the automation endpoints.
+    func key(_ name: String) throws(ControlError) -> VirtualKey { try managed(name).key }
+
+    /// Sets what the key's built-in user verification answers, and remembers
+    /// it for a key created through the API.
+    func setUserVerified(_ name: String, _ value: Bool) throws(ControlError) -> UserVerifiedDocument {
+        let managed = try managed(name)
+        managed.key.presence.isUserVerified = value
+        let marker = "\(keysDirectory)/\(name)/key.json"
+        if !managed.fromConfiguration, let data = FileManager.default.contents(atPath: marker),
+            var request = try? JSONDecoder().decode(CreateKeyRequest.self, from: data)
+        {
+            request.isUserVerified = value
+            if let updated = try? JSONEncoder().encode(request) {
+                _ = FileManager.default.createFile(
+                    atPath: marker, contents: updated, attributes: [.posixPermissions: 0o600]
+                )
+            }
+        }
+        logger.info("isUserVerified set", metadata: ["key": "\(name)", "isUserVerified": "\(value)"])
+        return UserVerifiedDocument(isUserVerified: value)
     }
 
     /// Detaches every key (shutdown).

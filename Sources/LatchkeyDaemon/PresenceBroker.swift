@@ -1,7 +1,9 @@
 // User presence for the daemon's keys: the mode of each key decides, and in
 // `prompt` mode a request waits, visible through the control API, until it is
 // approved, denied, times out, or the host cancels it (CTAPHID_CANCEL cancels
-// the engine's task, which ends the wait).
+// the engine's task, which ends the wait). A key's queued CI overrides of
+// the presence stage (deny, timeout, uv-false) answer before the mode does;
+// every request and answer is published on the event bus.
 
 import CTAP
 import Foundation
@@ -135,12 +137,26 @@ public final class PresenceBroker: UserPresence {
     let key: String
     let board: PresenceBoard
     let logger: Logger
+    /// The key's CI overrides.
+    let overrides: OverrideQueue
+    let events: EventBus?
     private let settings: Mutex<Settings>
+    private let userVerified = Mutex(false)
 
-    init(key: String, mode: PresenceMode, timeoutSeconds: Int, board: PresenceBoard, logger: Logger) {
+    init(
+        key: String,
+        mode: PresenceMode,
+        timeoutSeconds: Int,
+        board: PresenceBoard,
+        logger: Logger,
+        overrides: OverrideQueue = OverrideQueue(),
+        events: EventBus? = nil
+    ) {
         self.key = key
         self.board = board
         self.logger = logger
+        self.overrides = overrides
+        self.events = events
         self.settings = Mutex(Settings(mode: mode, timeoutSeconds: timeoutSeconds))
     }
 
@@ -161,25 +177,69 @@ public final class PresenceBroker: UserPresence {
         }
     }
 
+    /// What the key's built-in user verification answers (WebDriver's
+    /// isUserVerified); only asked when the key has built-in UV.
+    public var isUserVerified: Bool {
+        get { userVerified.withLock { $0 } }
+        set { userVerified.withLock { $0 = newValue } }
+    }
+
     /// Whether a request of this key is waiting for a person.
     var isWaiting: Bool { board.pending().contains { $0.key == key } }
 
     public func requestPresence(_ request: PresenceRequest) async -> PresenceOutcome {
         let settings = current
+        var fields: [String: EventValue] = ["operation": .string(request.operation.rawValue)]
+        if let rpId = request.rpId { fields["rpId"] = .string(rpId) }
+        if let userName = request.userName { fields["userName"] = .string(userName) }
+        events?.publish(.presenceRequested, key: key, fields)
         let outcome: PresenceOutcome
-        switch settings.mode {
-        case .auto: outcome = .approved
-        case .deny: outcome = .denied
-        case .prompt:
+        let override = overrides.take(.presence, operation: Self.overrideOperation(request.operation))
+        switch (override, settings.mode) {
+        case (.deny?, _): outcome = .denied
+        case (.timeout?, _): outcome = .timedOut
+        case (.uvFalse?, _): outcome = .approved
+        case (_, .auto): outcome = .approved
+        case (_, .deny): outcome = .denied
+        case (_, .prompt):
             outcome = await board.wait(
                 key: key, request: request, timeout: .seconds(settings.timeoutSeconds), logger: logger
             )
         }
+        fields["outcome"] = .string(Self.name(outcome))
+        if let override {
+            fields["override"] = .string(override.rawValue)
+            events?.publish(.overrideApplied, key: key, ["override": .string(override.rawValue), "operation": .string(request.operation.rawValue)])
+        }
+        events?.publish(.presenceAnswered, key: key, fields)
         logger.info(
             "presence \(outcome)",
-            metadata: ["operation": "\(request.operation.rawValue)", "rp": "\(request.rpId ?? "-")", "mode": "\(settings.mode.rawValue)"]
+            metadata: [
+                "operation": "\(request.operation.rawValue)", "rp": "\(request.rpId ?? "-")",
+                "mode": "\(settings.mode.rawValue)", "override": "\(override?.rawValue ?? "-")",
+            ]
         )
         return outcome
+    }
+
+    /// The override operation a presence request belongs to.
+    static func overrideOperation(_ operation: PresenceRequest.Operation) -> OverrideOperation {
+        switch operation {
+        case .makeCredential, .excludedCredential, .u2fRegister: .makeCredential
+        case .getAssertion, .u2fAuthenticate: .getAssertion
+        case .reset: .reset
+        case .selection, .touchProbe: .selection
+        }
+    }
+
+    /// An outcome as events name it.
+    static func name(_ outcome: PresenceOutcome) -> String {
+        switch outcome {
+        case .approved: "approved"
+        case .denied: "denied"
+        case .timedOut: "timedOut"
+        case .cancelled: "cancelled"
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 
 import CBOR
 import CTAP
+import CTAPHID
 import Foundation
 import LatchkeyCrypto
 import LatchkeyStore
@@ -22,6 +23,10 @@ public final class VirtualKey: Sendable {
     public let store: SQLiteCredentialStore
     public let authenticator: Authenticator
     public let presence: PresenceBroker
+    /// The key's queued CI overrides (POST /v1/keys/{name}/overrides).
+    public let overrides = OverrideQueue()
+    /// Where the key's events go.
+    public let events: EventBus
     let logger: Logger
 
     /// Opens (or creates) the key's store under `directory` and its identity.
@@ -31,8 +36,10 @@ public final class VirtualKey: Sendable {
         masterKey: [UInt8],
         defaults: DaemonConfiguration,
         board: PresenceBoard,
+        events: EventBus,
         logger: Logger
     ) throws {
+        self.events = events
         var logger = logger
         logger[metadataKey: "key"] = "\(configuration.name)"
         self.logger = logger
@@ -51,8 +58,10 @@ public final class VirtualKey: Sendable {
         let identity = try Self.loadIdentity(store: store, aaguid: aaguid, logger: logger)
         presence = PresenceBroker(
             key: configuration.name, mode: configuration.presence ?? defaults.presence,
-            timeoutSeconds: defaults.presenceTimeoutSeconds, board: board, logger: logger
+            timeoutSeconds: defaults.presenceTimeoutSeconds, board: board, logger: logger,
+            overrides: overrides, events: events
         )
+        presence.isUserVerified = configuration.userVerified
         let keyLogger = logger
         authenticator = try Authenticator(
             configuration: AuthenticatorConfiguration(
@@ -93,6 +102,36 @@ public final class VirtualKey: Sendable {
     var serialNumber: String {
         let tag = aaguid.prefix(4).map { String(format: "%02x", $0) }.joined()
         return String("latchkey-\(tag)-\(configuration.name)".prefix(63))
+    }
+
+    /// CTAPHID_INIT's capability flags: a U2F-only key offers no CBOR.
+    var hidCapabilities: UInt8 {
+        configuration.protocolMode == .u2fOnly
+            ? CTAPHIDConstants.capabilityWink
+            : CTAPHIDConstants.capabilityWink | CTAPHIDConstants.capabilityCBOR
+    }
+
+    /// A transport's session hooks: the override queue, events for the
+    /// overrides that act, and `drop` to yank the key from that transport.
+    func sessionHooks(drop: @escaping @Sendable () -> Void) -> SessionHooks {
+        let events = self.events
+        let name = configuration.name
+        let authenticator = self.authenticator
+        return SessionHooks(
+            overrides: overrides,
+            applied: { action, operation in
+                events.publish(
+                    .overrideApplied, key: name,
+                    ["override": .string(action.rawValue), "operation": .string(operation.rawValue)]
+                )
+            },
+            drop: {
+                // A yank is a power cycle too.
+                Task { await authenticator.powerCycle() }
+                events.publish(.keyReplugged, key: name, ["reason": "drop-connection override"])
+                drop()
+            }
+        )
     }
 
     /// The stored (discoverable) credentials.
