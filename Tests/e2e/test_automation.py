@@ -1,0 +1,382 @@
+"""The CI control plane of the real latchkeyd, seen from python-fido2 over USB/IP: keys
+created with WebDriver-style options (getInfo shows them), credentials seeded from a
+PKCS#8 key the test makes (the assertion verifies with the seeded public key), the
+answer of built-in user verification, queued overrides (deny, timeout, uv-false,
+bogus-signature, malformed-response, drop-connection: the client sees each, and the
+operation after them works), replug, and the event stream (server-sent events,
+parsed here)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import queue
+import socket
+import struct
+import threading
+import time
+
+import pytest
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.exceptions import InvalidSignature
+from fido2.ctap import CtapError
+from fido2.ctap1 import Ctap1
+from fido2.ctap2 import Ctap2
+from fido2.hid import CAPABILITY
+
+import rp
+from conftest import wait_for
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def unb64url(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+# ---- events ---------------------------------------------------------------------------
+
+
+class EventStream:
+    """GET /v1/events read on a thread: the HTTP head, chunked transfer coding, then
+    text/event-stream; each event's JSON lands in a queue."""
+
+    def __init__(self, socket_path: str, key: str | None = None):
+        self.events: queue.Queue = queue.Queue()
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(5)
+        self.sock.connect(socket_path)
+        target = "/v1/events" + (f"?key={key}" if key else "")
+        self.sock.sendall(f"GET {target} HTTP/1.1\r\nHost: localhost\r\nAccept: text/event-stream\r\n\r\n".encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = self.sock.recv(4096)
+            assert chunk, f"the daemon closed the event stream before its head: {head!r}"
+            head += chunk
+        head, self.buffer = head.split(b"\r\n\r\n", 1)
+        lines = head.decode().split("\r\n")
+        assert lines[0].split()[1] == "200", lines[0]
+        headers = {k.strip().lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:])}
+        assert headers["content-type"].startswith("text/event-stream"), headers
+        self.chunked = "chunked" in headers.get("transfer-encoding", "")
+        self.sock.settimeout(None)
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _body(self):
+        data = self.buffer
+        while True:
+            if not self.chunked:
+                if data:
+                    yield data
+                data = self.sock.recv(65536)
+                if not data:
+                    return
+                continue
+            while b"\r\n" not in data:
+                more = self.sock.recv(65536)
+                if not more:
+                    return
+                data += more
+            size_line, data = data.split(b"\r\n", 1)
+            size = int(size_line.split(b";")[0], 16)
+            if size == 0:
+                return
+            while len(data) < size + 2:
+                more = self.sock.recv(65536)
+                if not more:
+                    return
+                data += more
+            yield data[:size]
+            data = data[size + 2:]
+
+    def _run(self):
+        text = b""
+        try:
+            for piece in self._body():
+                text += piece
+                while b"\n\n" in text:
+                    block, text = text.split(b"\n\n", 1)
+                    name, data = None, []
+                    for line in block.decode().split("\n"):
+                        if line.startswith(":"):
+                            continue
+                        if line.startswith("event:"):
+                            name = line[6:].strip()
+                        elif line.startswith("data:"):
+                            data.append(line[5:].lstrip())
+                    if data:
+                        event = json.loads("\n".join(data))
+                        assert event["event"] == name, (name, event)
+                        self.events.put(event)
+        except OSError:
+            pass
+        finally:
+            self.events.put(None)
+
+    def next(self, name: str, timeout: float = 5.0, **fields) -> dict:
+        """The next event called `name` with these field values (others are skipped)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"no {name} event with {fields} within {timeout} s")
+            try:
+                event = self.events.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            assert event is not None, f"the event stream ended while waiting for {name}"
+            if event["event"] == name and all(event.get(k) == v for k, v in fields.items()):
+                return event
+
+    def close(self):
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+        self.thread.join(5)
+
+
+@pytest.fixture
+def events(daemon):
+    streams = []
+
+    def open_stream(key: str | None = None) -> EventStream:
+        stream = EventStream(daemon.control.path, key)
+        streams.append(stream)
+        return stream
+
+    yield open_stream
+    for stream in streams:
+        stream.close()
+
+
+# ---- helpers ----------------------------------------------------------------------------
+
+
+def ctap2(usb, key) -> Ctap2:
+    return Ctap2(usb.ctap(key["usbip"]["busid"]))
+
+
+def make_credential(ctap: Ctap2, rk=True, uv=False, user_name="auto"):
+    options = {"rk": True} if rk else {}
+    if uv:
+        options["uv"] = True
+    return ctap.make_credential(
+        os.urandom(32), {"id": rp.RP_ID, "name": "Example"},
+        {"id": os.urandom(16), "name": user_name, "displayName": user_name.title()},
+        [{"type": "public-key", "alg": -7}], options=options or None)
+
+
+def get_assertion(ctap: Ctap2, credential_id: bytes | None = None, uv=False, client_data_hash=None):
+    allow = [{"type": "public-key", "id": credential_id}] if credential_id else None
+    return ctap.get_assertion(rp.RP_ID, client_data_hash or os.urandom(32), allow,
+                              options={"uv": True} if uv else None)
+
+
+def verify_es256(public_key: ec.EllipticCurvePublicKey, assertion, client_data_hash: bytes) -> None:
+    public_key.verify(assertion.signature, bytes(assertion.auth_data) + client_data_hash, ec.ECDSA(hashes.SHA256()))
+
+
+def seed(control, key, *, resident=True, sign_count=41, rp_id=rp.RP_ID, user_handle=None, large_blob=None):
+    private_key = ec.generate_private_key(ec.SECP256R1())
+    pkcs8 = private_key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8,
+                                      serialization.NoEncryption())
+    credential_id = os.urandom(32)
+    body = {"credentialId": b64url(credential_id), "isResidentCredential": resident, "rpId": rp_id,
+            "privateKey": b64url(pkcs8), "userHandle": b64url(user_handle or os.urandom(16)),
+            "signCount": sign_count}
+    if large_blob is not None:
+        body["largeBlob"] = b64url(large_blob)
+    doc = control.post(f"/v1/keys/{key['name']}/credentials", body, expect=201)
+    return credential_id, private_key, body, doc
+
+
+# ---- key options ------------------------------------------------------------------------
+
+
+def test_default_key_options(control, make_key):
+    doc = make_key()
+    assert doc["options"] == {
+        "protocol": "ctap2.1", "hasResidentKey": True, "hasUserVerification": False, "isUserVerified": False,
+        "hasLargeBlob": True, "hasCredBlob": True, "hasMinPinLength": True, "hasPrf": True}
+
+
+def test_key_option_errors(control):
+    assert control.post("/v1/keys", {"name": "bad-protocol", "protocol": "ctap3"}, expect=400)
+    assert control.post("/v1/keys", {"name": "bad-type", "hasResidentKey": "yes"}, expect=400)
+    assert control.get("/v1/keys/bad-protocol", expect=404)
+
+
+# ---- overrides that need no engine feature ------------------------------------------------
+
+
+def test_override_queue_api(control, key):
+    path = f"/v1/keys/{key['name']}/overrides"
+    assert control.get(path) == []
+    first = control.post(path, {"action": "deny", "count": 2}, expect=201)
+    assert first["action"] == "deny" and first["remaining"] == 2
+    assert first["operations"] == ["makeCredential", "getAssertion"]
+    second = control.post(path, {"action": "bogus-signature", "operations": ["getAssertion"]}, expect=201)
+    assert second["remaining"] == 1 and second["id"] != first["id"]
+    assert [o["id"] for o in control.get(path)] == [first["id"], second["id"]]
+    assert control.post(path, {"action": "explode"}, expect=400)
+    assert control.post(path, {"action": "deny", "count": 0}, expect=400)
+    assert control.post(path, {"action": "deny", "operations": ["sing"]}, expect=400)
+    assert control.post("/v1/keys/nope/overrides", {"action": "deny"}, expect=404)
+    assert control.delete(path) is None
+    assert control.get(path) == []
+
+
+def test_deny_override_then_works_again(usb, control, key):
+    ctap = ctap2(usb, key)
+    control.post(f"/v1/keys/{key['name']}/overrides", {"action": "deny", "count": 2}, expect=201)
+    for _ in range(2):
+        with pytest.raises(CtapError) as denied:
+            make_credential(ctap)
+        assert denied.value.code == CtapError.ERR.OPERATION_DENIED
+    assert control.get(f"/v1/keys/{key['name']}/overrides") == []
+    assert make_credential(ctap).fmt == "packed"
+
+
+def test_timeout_override_answers_at_once(usb, control, key):
+    ctap = ctap2(usb, key)
+    cred = make_credential(ctap).auth_data.credential_data
+    control.post(f"/v1/keys/{key['name']}/overrides",
+                 {"action": "timeout", "operations": ["getAssertion"]}, expect=201)
+    make_credential(ctap)  # not caught: the override is for getAssertion
+    started = time.monotonic()
+    with pytest.raises(CtapError) as timed_out:
+        get_assertion(ctap, cred.credential_id)
+    assert timed_out.value.code == CtapError.ERR.USER_ACTION_TIMEOUT
+    assert time.monotonic() - started < 2
+    get_assertion(ctap, cred.credential_id)
+
+
+def test_bogus_signature_fails_verification_once(usb, control, key):
+    ctap = ctap2(usb, key)
+    attestation = make_credential(ctap)
+    cred = attestation.auth_data.credential_data
+    public_key = cred.public_key
+    control.post(f"/v1/keys/{key['name']}/overrides",
+                 {"action": "bogus-signature", "operations": ["getAssertion"]}, expect=201)
+    cdh = os.urandom(32)
+    bad = get_assertion(ctap, cred.credential_id, client_data_hash=cdh)
+    with pytest.raises(Exception):
+        public_key.verify(bytes(bad.auth_data) + cdh, bad.signature)
+    cdh = os.urandom(32)
+    good = get_assertion(ctap, cred.credential_id, client_data_hash=cdh)
+    public_key.verify(bytes(good.auth_data) + cdh, good.signature)
+    assert good.auth_data.counter > bad.auth_data.counter
+
+
+def test_bogus_attestation_signature_fails_the_server(usb, control, key):
+    client = rp.make_client(usb.ctap(key["usbip"]["busid"]))
+    server = rp.make_server()
+    control.post(f"/v1/keys/{key['name']}/overrides", {"action": "bogus-signature"}, expect=201)
+    with pytest.raises(Exception) as failed:
+        rp.register(client, server, resident_key=False)
+    assert not isinstance(failed.value, CtapError), "the key answered; the server must be the one that refuses"
+    rp.register(client, server, resident_key=False)
+
+
+def test_malformed_response_is_a_decoding_error(usb, control, key):
+    ctap = ctap2(usb, key)
+    control.post(f"/v1/keys/{key['name']}/overrides", {"action": "malformed-response"}, expect=201)
+    with pytest.raises(Exception) as malformed:
+        make_credential(ctap)
+    assert not isinstance(malformed.value, CtapError), repr(malformed.value)
+    assert make_credential(ctap).fmt == "packed"
+
+
+def test_drop_connection_closes_the_usbip_connection(usb, control, key, events):
+    stream = events(key["name"])
+    busid = key["usbip"]["busid"]
+    ctap = ctap2(usb, key)
+    control.post(f"/v1/keys/{key['name']}/overrides", {"action": "drop-connection"}, expect=201)
+    with pytest.raises(Exception) as dropped:
+        make_credential(ctap)
+    assert not isinstance(dropped.value, CtapError), repr(dropped.value)
+    stream.next("override.applied", override="drop-connection")
+    stream.next("key.replugged")
+    wait_for(lambda: control.key(key["name"])["usbip"]["attached"] is False, 5, "the connection to close")
+    fresh = Ctap2(usb.ctap(busid))
+    assert make_credential(fresh).fmt == "packed"
+
+
+def test_replug_drops_the_connection_and_power_cycles(usb, control, key, events):
+    stream = events(key["name"])
+    name = key["name"]
+    control.put(f"/v1/keys/{name}/pin", {"newPin": "1234abcd"})
+    for _ in range(3):
+        control.put(f"/v1/keys/{name}/pin", {"currentPin": "wrong-pin", "newPin": "abcd1234"}, expect=(403, 423))
+    assert control.get(f"/v1/keys/{name}/pin")["powerCycleRequired"] is True
+    ctap = ctap2(usb, key)
+    ctap.get_info()
+    assert control.post(f"/v1/keys/{name}/replug")["name"] == name
+    stream.next("key.replugged", reason="control API")
+    assert control.get(f"/v1/keys/{name}/pin")["powerCycleRequired"] is False, "a replug is a power cycle"
+    with pytest.raises(Exception):
+        ctap.get_info()
+    assert Ctap2(usb.ctap(key["usbip"]["busid"])).get_info().aaguid
+
+
+def test_event_stream_sees_a_key_live_and_die(control, make_key, events, daemon):
+    stream = events()
+    doc = make_key()
+    created = stream.next("key.created", key=doc["name"])
+    assert created["protocol"] == "ctap2.1" and created["time"].endswith("Z") and isinstance(created["seq"], int)
+    control.delete(f"/v1/keys/{doc['name']}")
+    deleted = stream.next("key.deleted", key=doc["name"])
+    assert deleted["seq"] > created["seq"]
+
+
+def test_event_stream_filters_by_key(control, make_key, events):
+    stream = events("only-this-one")
+    make_key()
+    doc = make_key(name="only-this-one")
+    event = stream.next("key.created")
+    assert event["key"] == doc["name"]
+
+
+def test_presence_events(usb, control, key, events):
+    stream = events(key["name"])
+    ctap = ctap2(usb, key)
+    make_credential(ctap, user_name="eve")
+    requested = stream.next("presence.requested", operation="makeCredential")
+    assert requested["rpId"] == rp.RP_ID and requested["userName"] == "eve"
+    answered = stream.next("presence.answered", operation="makeCredential")
+    assert answered["outcome"] == "approved"
+    control.post(f"/v1/keys/{key['name']}/overrides", {"action": "deny"}, expect=201)
+    with pytest.raises(CtapError):
+        make_credential(ctap)
+    denied = stream.next("presence.answered", outcome="denied")
+    assert denied["override"] == "deny"
+
+
+def test_credential_get_and_clear(usb, control, key, events):
+    name = key["name"]
+    stream = events(name)
+    ctap = ctap2(usb, key)
+    ids = [make_credential(ctap, user_name=f"u{i}").auth_data.credential_data.credential_id for i in range(2)]
+    listed = control.get(f"/v1/keys/{name}/credentials")
+    assert sorted(unb64url(c["credentialId"]) for c in listed) == sorted(ids)
+    one = control.get(f"/v1/keys/{name}/credentials/{b64url(ids[0])}")
+    assert one["credentialId"] == one["id"] == b64url(ids[0])
+    assert one["isResidentCredential"] is True and one["rpId"] == rp.RP_ID
+    assert one["userHandle"] == one["userId"]
+    assert "privateKey" not in one or one["privateKey"] is None
+    assert control.get(f"/v1/keys/{name}/credentials/{b64url(os.urandom(32))}", expect=404)
+    assert control.delete(f"/v1/keys/{name}/credentials") is None
+    assert control.get(f"/v1/keys/{name}/credentials") == []
+    deleted = {stream.next("credential.deleted")["credentialId"] for _ in ids}
+    assert deleted == {b64url(i) for i in ids}
+    with pytest.raises(CtapError) as none:
+        get_assertion(ctap)
+    assert none.value.code == CtapError.ERR.NO_CREDENTIALS
