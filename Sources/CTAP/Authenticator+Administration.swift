@@ -74,6 +74,12 @@ public struct AdministrationError: Error, Equatable, CustomStringConvertible {
         public static let noCredential = Code(name: "noCredential")
         /// A value out of range (a user name over 64 bytes).
         public static let invalidParameter = Code(name: "invalidParameter")
+        /// The credential (its ID, or its relying party and user) is on the
+        /// key already.
+        public static let duplicate = Code(name: "duplicate")
+        /// The key holds as many credentials, or as large a large-blob array,
+        /// as it can.
+        public static let full = Code(name: "full")
         /// The store or the crypto failed (detail in the diagnostics).
         public static let storage = Code(name: "storage")
         public var description: String { name }
@@ -125,7 +131,16 @@ public struct AdministrationError: Error, Equatable, CustomStringConvertible {
         case .invalidParameter:
             self.init(.invalidParameter, "invalid parameter", file: file, line: line)
         case .keyStoreFull:
-            self.init(.storage, "the key's store is full", file: file, line: line)
+            self.init(.full, "the key holds as many discoverable credentials as it can", file: file, line: line)
+        case .largeBlobStorageFull:
+            self.init(.full, "the large-blob array would exceed the key's limit", file: file, line: line)
+        case .integrityFailure:
+            self.init(.invalidParameter, "the large-blob array's trailing hash does not match", file: file, line: line)
+        case .credentialExcluded:
+            self.init(
+                .duplicate, "the key already holds this credential ID, or one for this relying party and user",
+                file: file, line: line
+            )
         default:
             self.init(.storage, "the key's store failed (the daemon's log says why)", file: file, line: line)
         }
@@ -335,7 +350,7 @@ extension Authenticator {
     /// `AdministrationError`: the operation's own reading of it from
     /// `refining`, else the general one (with the retries left after a
     /// wrong PIN).
-    private func administering<T>(
+    func administering<T>(
         _ body: () throws(CTAPStatus) -> T,
         refining: (CTAPStatus) -> AdministrationError? = { _ in nil }
     ) throws(AdministrationError) -> T {

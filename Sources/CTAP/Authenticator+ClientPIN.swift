@@ -74,7 +74,7 @@ struct PinUvAuthSession: Sendable {
 extension Authenticator {
     // MARK: - authenticatorClientPIN (CTAP 2.1 §6.5.5)
 
-    func clientPIN(_ cbor: CBORValue) throws(CTAPStatus) -> ClientPINResponse {
+    func clientPIN(_ cbor: CBORValue) async throws(CTAPStatus) -> ClientPINResponse {
         let request = try reading { () throws(CBORError) in try ClientPINRequest(cbor: cbor) }
         switch ClientPINSubcommand(rawValue: request.subCommand) {
         case .getPINRetries: return try getPINRetries()
@@ -83,9 +83,16 @@ extension Authenticator {
         case .changePIN: try changePIN(request)
         case .getPinToken: return try getPinToken(request)
         case .getPinUvAuthTokenUsingPinWithPermissions: return try getPinUvAuthTokenUsingPinWithPermissions(request)
-        // latchkey has no built-in user verification: these subcommands are
-        // not implemented (CTAP2_ERR_INVALID_SUBCOMMAND, §8.2), as getInfo
-        // says by omitting the "uv" option.
+        // Built-in user verification exists only where the configuration
+        // grants it to the key's presence decider (a CI rig's policy); without
+        // it these subcommands are not implemented (CTAP2_ERR_INVALID_SUBCOMMAND,
+        // §8.2), as getInfo says by omitting the "uv" option.
+        case .getPinUvAuthTokenUsingUvWithPermissions where configuration.builtInUserVerification:
+            return try await getPinUvAuthTokenUsingUvWithPermissions(request)
+        case .getUVRetries where configuration.builtInUserVerification:
+            // The decider's refusals are not counted: it is a policy, not a
+            // sensor a person could wear out.
+            return ClientPINResponse(uvRetries: PINSecret.maxRetries)
         case .getPinUvAuthTokenUsingUvWithPermissions, .getUVRetries, nil: throw .invalidSubcommand
         }
         return ClientPINResponse()
@@ -198,9 +205,35 @@ extension Authenticator {
     private func getPinUvAuthTokenUsingPinWithPermissions(
         _ request: ClientPINRequest
     ) throws(CTAPStatus) -> ClientPINResponse {
+        // Step 1: mandatory parameters (pinHashEnc here, the rest below).
+        guard let pinHashEnc = request.pinHashEnc else { throw .missingParameter }
+        let (version, keyAgreement, permissions) = try tokenParameters(request)
+        return try issueToken(
+            version: version, keyAgreement: keyAgreement, pinHashEnc: pinHashEnc,
+            permissions: permissions, permissionsRpId: request.rpId, whenForced: .pinPolicyViolation
+        )
+    }
+
+    /// §6.5.5.8 getPinUvAuthTokenUsingUvWithPermissions: the same parameter
+    /// checks as with a PIN, then built-in user verification (one touch that
+    /// the presence decider verifies), then a new token.
+    private func getPinUvAuthTokenUsingUvWithPermissions(
+        _ request: ClientPINRequest
+    ) async throws(CTAPStatus) -> ClientPINResponse {
+        let (version, keyAgreement, permissions) = try tokenParameters(request)
+        let sharedSecret = try decapsulate(keyAgreement, version)
+        try await collectVerifiedPresence(PresenceRequest(operation: .userVerificationToken, rpId: request.rpId))
+        return try newToken(version: version, sharedSecret: sharedSecret, permissions: permissions, rpId: request.rpId)
+    }
+
+    /// Steps 1–4 both ...WithPermissions subcommands share: the mandatory
+    /// parameters, the protocol, and the permissions.
+    private func tokenParameters(_ request: ClientPINRequest) throws(CTAPStatus)
+        -> (PinUvAuthProtocolVersion, CBORValue, PinUvAuthTokenPermissions)
+    {
         // Step 1: mandatory parameters.
         guard let raw = request.pinUvAuthProtocol, let keyAgreement = request.keyAgreement,
-            let pinHashEnc = request.pinHashEnc, let rawPermissions = request.permissions
+            let rawPermissions = request.permissions
         else { throw .missingParameter }
         // Step 2: the protocol.
         let version = try supportedProtocol(raw)
@@ -215,10 +248,7 @@ extension Authenticator {
         // Step 4: a defined permission for a feature latchkey lacks is not
         // granted; undefined bits are ignored (step 10).
         guard permissions.isSubset(of: .supported) else { throw .unauthorizedPermission }
-        return try issueToken(
-            version: version, keyAgreement: keyAgreement, pinHashEnc: pinHashEnc,
-            permissions: permissions, permissionsRpId: request.rpId, whenForced: .pinPolicyViolation
-        )
+        return (version, keyAgreement, permissions)
     }
 
     /// The steps getPinToken and getPinUvAuthTokenUsingPinWithPermissions
@@ -240,6 +270,16 @@ extension Authenticator {
         // Checked after the PIN matched (and the retries were restored), so
         // the client knows the PIN was right and must be changed.
         if try forcePINChange() { throw whenForced }
+        return try newToken(version: version, sharedSecret: sharedSecret, permissions: permissions, rpId: permissionsRpId)
+    }
+
+    /// A new pinUvAuthToken with `permissions`, encrypted to the platform.
+    private func newToken(
+        version: PinUvAuthProtocolVersion,
+        sharedSecret: [UInt8],
+        permissions: PinUvAuthTokenPermissions,
+        rpId permissionsRpId: String?
+    ) throws(CTAPStatus) -> ClientPINResponse {
         // A new token for every protocol; only the selected one leaves, encrypted.
         pinUvAuth.resetTokens(entropy: entropy)
         pinUvAuth.token.beginUsing(at: clock.milliseconds)
@@ -398,6 +438,13 @@ extension Authenticator {
     /// §6.1.2 steps 1–2 and §6.2.2 steps 1–2: the empty pinUvAuthParam touch
     /// probe, then the protocol. Returns the protocol when a pinUvAuthParam
     /// is to be verified.
+    /// Whether the key is protected by some form of user verification: a
+    /// PIN, or built-in UV (CTAP 2.1 §6.1.2 step 1.1.2).
+    func userVerificationConfigured() throws(CTAPStatus) -> Bool {
+        if configuration.builtInUserVerification { return true }
+        return try storedPIN() != nil
+    }
+
     func checkPinUvAuthProbe(param: [UInt8]?, pinUvAuthProtocol: UInt64?, rpId: String) async throws(CTAPStatus)
         -> PinUvAuthProtocolVersion?
     {
@@ -405,7 +452,7 @@ extension Authenticator {
         if param.isEmpty {
             // A client picking a key asks for a touch; then the PIN state.
             try await collectPresence(PresenceRequest(operation: .touchProbe, rpId: rpId))
-            throw try storedPIN() == nil ? .pinNotSet : .pinInvalid
+            throw try userVerificationConfigured() ? .pinInvalid : .pinNotSet
         }
         guard let pinUvAuthProtocol else { throw .missingParameter }
         return try supportedProtocol(pinUvAuthProtocol)
@@ -457,9 +504,10 @@ extension Authenticator {
         message: [UInt8],
         permission: PinUvAuthTokenPermissions
     ) throws(CTAPStatus) {
-        // A token can only exist once a PIN is set (alwaysUv alone protects a
-        // key without one); say so rather than check a MAC that cannot be right.
-        guard try storedPIN() != nil else { throw .pinNotSet }
+        // A token can only exist once a PIN is set or built-in UV is
+        // configured (alwaysUv alone protects a key without either); say so
+        // rather than check a MAC that cannot be right.
+        guard try userVerificationConfigured() else { throw .pinNotSet }
         pinUvAuth.token.observe(at: clock.milliseconds)
         // verify() refuses a token that is not in use.
         guard pinUvAuth.token.inUse,

@@ -26,22 +26,31 @@ extension Authenticator {
         else { throw .unsupportedAlgorithm }
 
         // Step 5: options. A pinUvAuthParam makes "uv" count as false; without
-        // one, "uv" asks for built-in user verification, which latchkey lacks.
+        // one, "uv" asks for built-in user verification, which only a key
+        // configured with it has.
         if request.options.up == false { throw .invalidOption }
-        if request.pinUvAuthParam == nil, request.options.uv == true { throw .invalidOption }
+        var builtInUv = request.pinUvAuthParam == nil && request.options.uv == true
+        if builtInUv, !configuration.builtInUserVerification { throw .invalidOption }
         let discoverable = request.options.rk ?? false
+        if discoverable, !configuration.residentKeys { throw .unsupportedOption }
+        let extensions = request.extensions.offered(configuration.enabledExtensions)
         // §12.3: largeBlobKey's only value is true.
-        if request.extensions.largeBlobKey == false { throw .invalidOption }
+        if extensions.largeBlobKey == false { throw .invalidOption }
 
-        // Step 6: with alwaysUv every credential needs a pinUvAuthToken
-        // (latchkey has no built-in UV to fall back on).
-        if request.pinUvAuthParam == nil, try alwaysUv() { throw .pinUvAuthTokenRequired }
+        // Step 6: with alwaysUv every credential is made with user
+        // verification: built-in when the key has it, else a pinUvAuthToken.
+        if request.pinUvAuthParam == nil, !builtInUv, try alwaysUv() {
+            guard configuration.builtInUserVerification else { throw .pinUvAuthTokenRequired }
+            builtInUv = true
+        }
 
         // Steps 7–8: getInfo advertises makeCredUvNotRqd, so once a PIN is set
-        // only a discoverable credential needs a pinUvAuthToken
+        // only a discoverable credential needs user verification
         // (CTAP2_ERR_PUAT_REQUIRED); a non-discoverable one is still made
-        // without one, just without the UV flag.
-        if request.pinUvAuthParam == nil, discoverable, try storedPIN() != nil { throw .pinUvAuthTokenRequired }
+        // without it, just without the UV flag.
+        if request.pinUvAuthParam == nil, !builtInUv, discoverable, try storedPIN() != nil {
+            throw .pinUvAuthTokenRequired
+        }
 
         // Step 9: enterprise attestation is not offered.
         if request.enterpriseAttestation != nil { throw .invalidParameter }
@@ -55,13 +64,24 @@ extension Authenticator {
             )
             flags.insert(.userVerified)
         }
-        let userVerified = flags.contains(.userVerified)
 
         // hmac-secret-mc (CTAP 2.2 §12.7) goes with hmac-secret; its inputs
         // are checked before anything asks the user for a touch.
-        let mcSalts = try request.extensions.hmacSecretMakeCredential.map { input throws(CTAPStatus) in
+        let mcSalts = try extensions.hmacSecretMakeCredential.map { input throws(CTAPStatus) in
             try checkHmacSecret(input)
         }
+
+        // Step 11.2: built-in user verification, one touch that also counts
+        // as the presence of step 13.
+        let consent = PresenceRequest(
+            operation: .makeCredential, rpId: request.rp.id, userName: request.user.name, userId: request.user.id,
+            userDisplayName: request.user.displayName, discoverable: discoverable
+        )
+        if builtInUv {
+            try await collectVerifiedPresence(consent)
+            flags.formUnion([.userVerified, .userPresent])
+        }
+        let userVerified = flags.contains(.userVerified)
 
         // Step 12: excludeList. The touch comes before the answer, so that a
         // page cannot probe for credentials without the user noticing. A
@@ -72,17 +92,19 @@ extension Authenticator {
             if let excluded = try findCredential(id: descriptor.id, rpIdHash: rpIdHash),
                 excluded.credProtect.permits(userVerified: userVerified, listed: true)
             {
-                try await collectPresence(PresenceRequest(operation: .excludedCredential, rpId: request.rp.id))
+                if !flags.contains(.userPresent) {
+                    try await collectPresence(PresenceRequest(operation: .excludedCredential, rpId: request.rp.id))
+                }
                 throw .credentialExcluded
             }
         }
 
         // Step 13: user presence (a PIN-issued token never carries it), after
         // which the token's user verified flag and mc/ga permissions are spent.
-        try await collectPresence(
-            PresenceRequest(operation: .makeCredential, rpId: request.rp.id, userName: request.user.name)
-        )
-        flags.insert(.userPresent)
+        if !flags.contains(.userPresent) {
+            try await collectPresence(consent)
+            flags.insert(.userPresent)
+        }
         pinUvAuth.token.clearAfterUserPresence()
 
         // Step 15: a discoverable credential needs room (replacing one for
@@ -97,7 +119,6 @@ extension Authenticator {
         }
 
         // Step 14: the key pair, its extension data and its credential ID.
-        let extensions = request.extensions
         let credProtect = extensions.credProtect ?? .optional
         // §12.2: a credBlob too long to keep is refused (output false), not
         // truncated.
@@ -140,6 +161,13 @@ extension Authenticator {
         let signCount = try storing("taking a signature counter") { () throws(StoreError) in
             try store.nextSignatureCounter(scope: counterScope)
         }
+        events?(
+            AuthenticatorEvent(
+                kind: .credentialCreated, credentialId: credentialId, rpId: request.rp.id, userId: request.user.id,
+                userName: request.user.name, userDisplayName: request.user.displayName, discoverable: discoverable,
+                signCount: signCount, userVerified: flags.contains(.userVerified), origin: "makeCredential"
+            )
+        )
 
         // Extension outputs in authenticatorData, for the extensions asked for.
         var outputs: [(String, CBORValue)] = []
@@ -207,18 +235,24 @@ extension Authenticator {
         )
 
         // Step 5: options. "rk" means nothing for getAssertion; a
-        // pinUvAuthParam makes "uv" count as false, and there is no built-in UV.
+        // pinUvAuthParam makes "uv" count as false; without one "uv" asks for
+        // built-in user verification, which only a key configured with it has.
         if request.options.rk != nil { throw .unsupportedOption }
-        if request.pinUvAuthParam == nil, request.options.uv == true { throw .invalidOption }
-        let userPresence = request.options.up ?? true
-        if request.extensions.largeBlobKey == false { throw .invalidOption }
+        var builtInUv = request.pinUvAuthParam == nil && request.options.uv == true
+        if builtInUv, !configuration.builtInUserVerification { throw .invalidOption }
+        var userPresence = request.options.up ?? true
+        let requested = request.extensions.offered(configuration.enabledExtensions)
+        if requested.largeBlobKey == false { throw .invalidOption }
         // hmac-secret is bound to a touch: a silent assertion cannot carry it
         // (as OpenSK answers).
-        if request.extensions.hmacSecret != nil, !userPresence { throw .unsupportedOption }
+        if requested.hmacSecret != nil, !userPresence { throw .unsupportedOption }
 
-        // Before step 6: with alwaysUv every assertion needs a pinUvAuthToken
-        // (latchkey has no built-in UV to fall back on).
-        if request.pinUvAuthParam == nil, try alwaysUv() { throw .pinUvAuthTokenRequired }
+        // Before step 6: with alwaysUv every assertion verifies the user:
+        // built-in when the key has it, else with a pinUvAuthToken.
+        if request.pinUvAuthParam == nil, !builtInUv, try alwaysUv() {
+            guard configuration.builtInUserVerification else { throw .pinUvAuthTokenRequired }
+            builtInUv = true
+        }
 
         // Step 6.1: the pinUvAuthParam proves user verification for this RP.
         // Without one the assertion simply lacks the UV flag.
@@ -230,17 +264,25 @@ extension Authenticator {
             )
             flags.insert(.userVerified)
         }
-        let userVerified = flags.contains(.userVerified)
 
         // The extensions every assertion of the sequence answers; the
         // hmac-secret inputs are checked before the user is asked for a touch.
         let extensions = AssertionExtensionRequest(
-            hmacSecret: try request.extensions.hmacSecret.map { input throws(CTAPStatus) in
-                try checkHmacSecret(input)
-            },
-            credBlob: request.extensions.credBlob,
-            largeBlobKey: request.extensions.largeBlobKey == true
+            hmacSecret: try requested.hmacSecret.map { input throws(CTAPStatus) in try checkHmacSecret(input) },
+            credBlob: requested.credBlob,
+            largeBlobKey: requested.largeBlobKey == true
         )
+
+        // Step 6.2: built-in user verification, before credentials are looked
+        // up (what a credential needs depends on it); the touch is also the
+        // presence of step 9.
+        if builtInUv {
+            try await collectVerifiedPresence(PresenceRequest(operation: .getAssertion, rpId: request.rpId))
+            flags.formUnion([.userVerified, .userPresent])
+            pinUvAuth.token.clearAfterUserPresence()
+            userPresence = false
+        }
+        let userVerified = flags.contains(.userVerified)
 
         // Step 7: locate credentials; with an allowList the first match,
         // without one every discoverable credential for the RP, newest first.
@@ -285,7 +327,7 @@ extension Authenticator {
 
         var response = try assertion(
             for: credential, rpIdHash: rpIdHash, flags: flags, extensions: extensions,
-            clientDataHash: request.clientDataHash
+            clientDataHash: request.clientDataHash, rpId: request.rpId
         )
         if !others.isEmpty {
             response.numberOfCredentials = others.count + 1
@@ -327,7 +369,8 @@ extension Authenticator {
         rpIdHash: [UInt8],
         flags: AuthenticatorDataFlags,
         extensions: AssertionExtensionRequest,
-        clientDataHash: [UInt8]
+        clientDataHash: [UInt8],
+        rpId: String? = nil
     ) throws(CTAPStatus) -> GetAssertionResponse {
         let outputs = try assertionExtensionOutputs(
             extensions, for: credential, userVerified: flags.contains(.userVerified)
@@ -342,6 +385,11 @@ extension Authenticator {
         let signature = try signing("signing an assertion") { () throws(CryptoError) in
             try credential.privateKey.signature(for: authData + clientDataHash)
         }
+        events?(
+            credential.event(
+                .credentialAsserted, rpId: rpId, signCount: signCount, userVerified: flags.contains(.userVerified)
+            )
+        )
         // Without user verification only the user handle identifies the account
         // (§6.2.2: no user-identifiable information unless the user was verified).
         let user = credential.stored.map {
@@ -364,23 +412,28 @@ extension Authenticator {
         var versions = ["FIDO_2_0", "FIDO_2_1"]
         let alwaysUv = try alwaysUv()
         if configuration.u2fAvailable && !alwaysUv { versions.insert("U2F_V2", at: 0) }
+        var options: [(String, Bool)] = [
+            ("rk", configuration.residentKeys), ("up", true), ("plat", false),
+            ("clientPin", try storedPIN() != nil), ("credMgmt", true), ("authnrCfg", true),
+            ("setMinPINLength", true), ("alwaysUv", alwaysUv), ("pinUvAuthToken", true),
+            ("makeCredUvNotRqd", !alwaysUv),
+        ]
+        // Options a key does not have are left out rather than said false:
+        // false would mean "supported, not configured" (§6.4).
+        if configuration.builtInUserVerification { options.append(("uv", true)) }
+        if configuration.largeBlobs { options.append(("largeBlobs", true)) }
         return GetInfoResponse(
             versions: versions,
-            extensions: ExtensionIdentifier.supported,
+            extensions: ExtensionIdentifier.supported.filter(configuration.offers),
             aaguid: configuration.aaguid,
-            options: [
-                ("rk", true), ("up", true), ("plat", false), ("clientPin", try storedPIN() != nil),
-                ("credMgmt", true), ("authnrCfg", true), ("setMinPINLength", true), ("alwaysUv", alwaysUv),
-                ("pinUvAuthToken", true), ("makeCredUvNotRqd", !alwaysUv),
-                ("largeBlobs", true),
-            ],
+            options: options,
             maxMsgSize: Self.maxMessageSize,
             pinUvAuthProtocols: [PinUvAuthProtocolVersion.two.rawValue, PinUvAuthProtocolVersion.one.rawValue],
             maxCredentialCountInList: configuration.maxCredentialCountInList,
             maxCredentialIdLength: Self.maxCredentialIdLength,
             transports: ["usb"],
             algorithms: configuration.algorithms.map { CredentialParameters(alg: $0.rawValue) },
-            maxSerializedLargeBlobArray: configuration.maxSerializedLargeBlobArray,
+            maxSerializedLargeBlobArray: configuration.largeBlobs ? configuration.maxSerializedLargeBlobArray : nil,
             forcePINChange: try forcePINChange(),
             minPINLength: try minPINLength(),
             firmwareVersion: configuration.firmwareVersion,
@@ -453,7 +506,7 @@ public struct GetInfoResponse: Sendable {
     public var maxCredentialIdLength: Int
     public var transports: [String]
     public var algorithms: [CredentialParameters]
-    public var maxSerializedLargeBlobArray: Int
+    public var maxSerializedLargeBlobArray: Int?
     public var forcePINChange: Bool
     public var minPINLength: Int
     public var firmwareVersion: UInt64
@@ -463,7 +516,7 @@ public struct GetInfoResponse: Sendable {
 
     /// Appends the response map.
     public func encode(into out: inout [UInt8]) {
-        CBORValue.intMap([
+        var entries: [(Int, CBORValue)] = [
             (0x01, .array(versions.map { .text($0) })),
             (0x02, .array(extensions.map { .text($0) })),
             (0x03, .bytes(aaguid)),
@@ -474,13 +527,16 @@ public struct GetInfoResponse: Sendable {
             (0x08, .int(maxCredentialIdLength)),
             (0x09, .array(transports.map { .text($0) })),
             (0x0A, .array(algorithms.map(\.cbor))),
-            (0x0B, .int(maxSerializedLargeBlobArray)),
+        ]
+        if let maxSerializedLargeBlobArray { entries.append((0x0B, .int(maxSerializedLargeBlobArray))) }
+        entries += [
             (0x0C, .boolean(forcePINChange)),
             (0x0D, .int(minPINLength)),
             (0x0E, .unsigned(firmwareVersion)),
             (0x0F, .int(maxCredBlobLength)),
             (0x10, .int(maxRPIDsForSetMinPINLength)),
             (0x14, .int(remainingDiscoverableCredentials)),
-        ]).encode(into: &out)
+        ]
+        CBORValue.intMap(entries).encode(into: &out)
     }
 }

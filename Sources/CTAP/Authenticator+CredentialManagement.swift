@@ -129,10 +129,17 @@ extension Authenticator {
     private func deleteCredential(_ request: CredentialManagementRequest) throws(CTAPStatus) {
         guard let descriptor = request.credentialID else { throw .missingParameter }
         let credential = try authenticatedCredential(request, .deleteCredential, descriptor: descriptor)
+        try delete(credential)
+    }
+
+    /// deleteCredential's change, shared with the control API and signals:
+    /// the record, its counter and its cached key go; an event follows.
+    func delete(_ credential: StoredCredential) throws(CTAPStatus) {
         try storing("deleting a credential") { () throws(StoreError) in
             _ = try store.deleteCredential(id: credential.id)
         }
         keyCache[credential.rpIdHash + credential.id] = nil
+        events?(AuthenticatorEvent(.credentialDeleted, credential))
     }
 
     /// §6.8.6 updateUserInformation: name and displayName are replaced; an
@@ -154,6 +161,7 @@ extension Authenticator {
         credential.userDisplayName = user.displayName.flatMap { $0.isEmpty ? nil : $0 }
         let stored = credential
         try storing("updating a credential") { () throws(StoreError) in _ = try store.update(stored) }
+        events?(AuthenticatorEvent(.credentialUpdated, stored))
         return stored
     }
 

@@ -132,15 +132,25 @@ extension Authenticator {
         // Step 5.10: the complete array. Whatever happens now, this write is
         // over; a failed one leaves the stored array as it was.
         largeBlobWrite = nil
-        let hashStart = write.buffer.count - LargeBlobSecret.hashLength
-        guard Self.withTruncatedHash(Array(write.buffer[..<hashStart])) == write.buffer else {
+        try commitLargeBlobArray(write.buffer)
+    }
+
+    /// Stores a complete serialized array after checking its trailing hash
+    /// (INTEGRITY_FAILURE) and size: a largeBlobs write's last step, and the
+    /// control API's replacement (which also ends any write in progress).
+    func commitLargeBlobArray(_ serialized: [UInt8]) throws(CTAPStatus) {
+        largeBlobWrite = nil
+        guard serialized.count <= configuration.maxSerializedLargeBlobArray else { throw .largeBlobStorageFull }
+        guard serialized.count >= 1 + LargeBlobSecret.hashLength else { throw .integrityFailure }
+        let hashStart = serialized.count - LargeBlobSecret.hashLength
+        guard Self.withTruncatedHash(Array(serialized[..<hashStart])) == serialized else {
             throw .integrityFailure
         }
         do {
             // One secret, replaced in one durable store call: a crash leaves
             // the old array or the new one, never a mixture.
             try storing("storing the large-blob array") { () throws(StoreError) in
-                try store.setSecret(write.buffer, named: LargeBlobSecret.array)
+                try store.setSecret(serialized, named: LargeBlobSecret.array)
             }
         } catch let status where status == .keyStoreFull {
             throw .largeBlobStorageFull

@@ -40,6 +40,21 @@ public struct AuthenticatorConfiguration: Sendable {
     /// (advertised as maxSerializedLargeBlobArray; CTAP 2.1 §6.10.2 asks for
     /// at least 1024). The whole array is one sealed secret in the store.
     public var maxSerializedLargeBlobArray: Int
+    /// Whether CTAP2 answers at all; false makes a U2F-only key (every CBOR
+    /// command is CTAP1_ERR_INVALID_COMMAND; the transport drops the CBOR
+    /// capability from CTAPHID_INIT).
+    public var ctap2Enabled: Bool
+    /// Whether discoverable credentials are offered (getInfo `rk`).
+    public var residentKeys: Bool
+    /// Whether authenticatorLargeBlobs answers (getInfo `largeBlobs`).
+    public var largeBlobs: Bool
+    /// The extensions this key offers, a subset of
+    /// `ExtensionIdentifier.supported`; inputs of others are ignored.
+    public var enabledExtensions: Set<String>
+    /// Built-in user verification (getInfo `uv`): the key's presence
+    /// decider verifies the user (`PresenceOutcome.verified`) — a CI rig's
+    /// policy, never a silent grant for a person.
+    public var builtInUserVerification: Bool
 
     public init(
         aaguid: [UInt8],
@@ -54,7 +69,12 @@ public struct AuthenticatorConfiguration: Sendable {
         u2fEnabled: Bool = true,
         minPINLength: Int = 4,
         maxRPIDsForSetMinPINLength: Int = 8,
-        maxSerializedLargeBlobArray: Int = 4096
+        maxSerializedLargeBlobArray: Int = 4096,
+        ctap2Enabled: Bool = true,
+        residentKeys: Bool = true,
+        largeBlobs: Bool = true,
+        enabledExtensions: Set<String> = Set(ExtensionIdentifier.supported),
+        builtInUserVerification: Bool = false
     ) {
         precondition(aaguid.count == 16, "an AAGUID is 16 bytes")
         precondition((4...63).contains(minPINLength), "a minimum PIN length is 4 to 63 code points")
@@ -76,7 +96,15 @@ public struct AuthenticatorConfiguration: Sendable {
         self.minPINLength = minPINLength
         self.maxRPIDsForSetMinPINLength = maxRPIDsForSetMinPINLength
         self.maxSerializedLargeBlobArray = maxSerializedLargeBlobArray
+        self.ctap2Enabled = ctap2Enabled
+        self.residentKeys = residentKeys
+        self.largeBlobs = largeBlobs
+        self.enabledExtensions = enabledExtensions.intersection(ExtensionIdentifier.supported)
+        self.builtInUserVerification = builtInUserVerification
     }
+
+    /// Whether the extension `identifier` is offered.
+    func offers(_ identifier: String) -> Bool { enabledExtensions.contains(identifier) }
 
     /// Whether U2F is really available: enabled and with a certificate to sign with.
     var u2fAvailable: Bool { u2fEnabled && attestationIdentity != nil }
@@ -97,6 +125,7 @@ public actor Authenticator {
     let clock: any MonotonicClock
     let entropy: any EntropySource
     let diagnostics: (@Sendable (String) -> Void)?
+    let events: (@Sendable (AuthenticatorEvent) -> Void)?
 
     var wrapper: CredentialWrapper
     var poweredUpAt: UInt64
@@ -115,14 +144,16 @@ public actor Authenticator {
 
     /// A key over `store`. Creates the wrapping secret on first use.
     /// `diagnostics` receives internal failure detail for the log (never key
-    /// material); the host only ever sees a status.
+    /// material); the host only ever sees a status. `events` hears of every
+    /// credential created, used, deleted or updated, once it is durable.
     public init(
         configuration: AuthenticatorConfiguration,
         store: any CredentialStore,
         presence: any UserPresence,
         clock: any MonotonicClock,
         entropy: any EntropySource = SystemEntropy(),
-        diagnostics: (@Sendable (String) -> Void)? = nil
+        diagnostics: (@Sendable (String) -> Void)? = nil,
+        events: (@Sendable (AuthenticatorEvent) -> Void)? = nil
     ) throws(StoreError) {
         self.configuration = configuration
         self.store = store
@@ -130,6 +161,7 @@ public actor Authenticator {
         self.clock = clock
         self.entropy = entropy
         self.diagnostics = diagnostics
+        self.events = events
         self.wrapper = try Self.loadWrapper(store: store, entropy: entropy)
         self.poweredUpAt = clock.milliseconds
         self.pinUvAuth = PinUvAuthSession(entropy: entropy)
@@ -175,6 +207,7 @@ public actor Authenticator {
         }
         var response: [UInt8] = [CTAPStatus.ok.rawValue]
         do throws(CTAPStatus) {
+            guard configuration.ctap2Enabled else { throw .invalidCommand }
             let parameters = Array(request.dropFirst())
             switch command {
             case .makeCredential:
@@ -186,12 +219,13 @@ public actor Authenticator {
             case .getInfo:
                 try getInfo().encode(into: &response)
             case .clientPIN:
-                try clientPIN(decode(parameters)).encode(into: &response)
+                try await clientPIN(decode(parameters)).encode(into: &response)
             case .credentialManagement, .credentialManagementPreview:
                 // The prototype command (0x41) of pre-2.1 clients is answered
                 // the same way: its subcommands are a subset with the same numbers.
                 try credentialManagement(decode(parameters)).encode(into: &response)
             case .largeBlobs:
+                guard configuration.largeBlobs else { throw CTAPStatus.invalidCommand }
                 try largeBlobs(decode(parameters))?.encode(into: &response)
             case .config:
                 try authenticatorConfig(decode(parameters))
@@ -219,7 +253,23 @@ public actor Authenticator {
     /// Asks for user presence and maps a refusal to its status.
     func collectPresence(_ request: PresenceRequest) async throws(CTAPStatus) {
         switch await presence.requestPresence(request) {
-        case .approved: return
+        case .approved, .verified: return
+        case .denied: throw .operationDenied
+        case .timedOut: throw .userActionTimeout
+        case .cancelled: throw .keepaliveCancel
+        }
+    }
+
+    /// Asks for presence and built-in user verification in one touch (the
+    /// request says `userVerification`): presence without verification is
+    /// CTAP2_ERR_UV_INVALID (CTAP 2.1 §6.1.2 step 11.2, §6.5.5.8: the
+    /// built-in UV failed); refusals map as in `collectPresence`.
+    func collectVerifiedPresence(_ request: PresenceRequest) async throws(CTAPStatus) {
+        var request = request
+        request.userVerification = true
+        switch await presence.requestPresence(request) {
+        case .verified: return
+        case .approved: throw .uvInvalid
         case .denied: throw .operationDenied
         case .timedOut: throw .userActionTimeout
         case .cancelled: throw .keepaliveCancel
@@ -338,6 +388,21 @@ struct FoundCredential: Sendable {
 
     /// The credBlob it was made with.
     var credBlob: [UInt8]? { stored?.credBlob ?? wrapped?.credBlob }
+
+    /// An event about this credential; `rpId` for a wrapped one, which
+    /// carries only the RP's hash.
+    func event(
+        _ kind: AuthenticatorEvent.Kind,
+        rpId: String? = nil,
+        signCount: UInt32? = nil,
+        userVerified: Bool = false
+    ) -> AuthenticatorEvent {
+        if let stored { return AuthenticatorEvent(kind, stored, signCount: signCount, userVerified: userVerified) }
+        return AuthenticatorEvent(
+            kind: kind, credentialId: id, rpId: rpId, discoverable: false, signCount: signCount,
+            userVerified: userVerified
+        )
+    }
 }
 
 /// What getNextAssertion needs from the getAssertion that started a sequence.

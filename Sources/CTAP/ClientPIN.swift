@@ -82,18 +82,21 @@ public struct ClientPINResponse: Sendable {
     public var pinUvAuthToken: [UInt8]?
     public var pinRetries: Int?
     public var powerCycleState: Bool?
+    public var uvRetries: Int?
 
     /// A response with the given members.
     public init(
         keyAgreement: CBORValue? = nil,
         pinUvAuthToken: [UInt8]? = nil,
         pinRetries: Int? = nil,
-        powerCycleState: Bool? = nil
+        powerCycleState: Bool? = nil,
+        uvRetries: Int? = nil
     ) {
         self.keyAgreement = keyAgreement
         self.pinUvAuthToken = pinUvAuthToken
         self.pinRetries = pinRetries
         self.powerCycleState = powerCycleState
+        self.uvRetries = uvRetries
     }
 
     /// Appends the response map, or nothing when no member is set.
@@ -103,6 +106,7 @@ public struct ClientPINResponse: Sendable {
         if let pinUvAuthToken { entries.append((0x02, .bytes(pinUvAuthToken))) }
         if let pinRetries { entries.append((0x03, .int(pinRetries))) }
         if let powerCycleState { entries.append((0x04, .boolean(powerCycleState))) }
+        if let uvRetries { entries.append((0x05, .int(uvRetries))) }
         guard !entries.isEmpty else { return }
         CBORValue.intMap(entries).encode(into: &out)
     }

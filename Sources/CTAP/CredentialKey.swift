@@ -63,6 +63,22 @@ public struct CredentialPrivateKey: Sendable {
         }
     }
 
+    /// A key from PKCS#8 PrivateKeyInfo DER: P-256 (ES256) or Ed25519
+    /// (EdDSA), whichever it holds; anything else throws `.invalidKey`.
+    public init(pkcs8: [UInt8]) throws(CryptoError) {
+        if let key = try? P256PrivateKey(pkcs8DERRepresentation: pkcs8) {
+            self = .p256(key)
+        } else {
+            self = .ed25519(try Ed25519PrivateKey(pkcs8DERRepresentation: pkcs8))
+        }
+    }
+
+    /// The key as PKCS#8 PrivateKeyInfo DER.
+    public var pkcs8Representation: [UInt8] {
+        if let p256 { return p256.pkcs8DERRepresentation }
+        return ed25519!.pkcs8DERRepresentation
+    }
+
     /// The 32 raw private key bytes.
     public var rawRepresentation: [UInt8] {
         if let p256 { return p256.rawRepresentation }

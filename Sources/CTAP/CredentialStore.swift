@@ -146,6 +146,10 @@ public protocol CredentialStore: Sendable {
     /// before handing out a value from it. Values start at 1.
     func nextSignatureCounter(scope: [UInt8]) throws(StoreError) -> UInt32
 
+    /// Makes every later value for `scope` larger than `value` (an imported
+    /// credential continues its counter); never lowers it. Durable on return.
+    func raiseSignatureCounter(scope: [UInt8], above value: UInt32) throws(StoreError)
+
     /// A small secret value (the wrapping secret, PIN state), encrypted at rest
     /// by persistent stores with the name in the AAD.
     func secret(named name: String) throws(StoreError) -> [UInt8]?

@@ -77,6 +77,9 @@ public struct PresenceRequest: Sendable, Equatable {
         case touchProbe
         /// authenticatorReset.
         case reset
+        /// clientPIN getPinUvAuthTokenUsingUvWithPermissions: built-in user
+        /// verification for a pinUvAuthToken.
+        case userVerificationToken
         /// authenticatorSelection.
         case selection
         /// U2F REGISTER.
@@ -91,25 +94,56 @@ public struct PresenceRequest: Sendable, Equatable {
     public var rpId: String?
     /// The user name the relying party gave, when it gave one.
     public var userName: String?
+    /// makeCredential's user.id.
+    public var userId: [UInt8]?
+    /// makeCredential's user.displayName.
+    public var userDisplayName: String?
+    /// makeCredential asked for a discoverable credential (rk).
+    public var discoverable: Bool
+    /// The platform asked for built-in user verification with this touch
+    /// (`uv: true`, or a pinUvAuthToken through UV): `.verified` grants both,
+    /// `.approved` presence alone.
+    public var userVerification: Bool
 
     /// Makes a request.
-    public init(operation: Operation, rpId: String? = nil, userName: String? = nil) {
+    public init(
+        operation: Operation,
+        rpId: String? = nil,
+        userName: String? = nil,
+        userId: [UInt8]? = nil,
+        userDisplayName: String? = nil,
+        discoverable: Bool = false,
+        userVerification: Bool = false
+    ) {
         self.operation = operation
         self.rpId = rpId
         self.userName = userName
+        self.userId = userId
+        self.userDisplayName = userDisplayName
+        self.discoverable = discoverable
+        self.userVerification = userVerification
     }
 }
 
 /// How a presence request ended.
 public enum PresenceOutcome: Sendable, Equatable {
-    /// The user (or the policy) approved.
+    /// The user (or the policy) approved: presence, without user verification.
     case approved
+    /// The user (or the policy) approved and the key's built-in user
+    /// verification succeeded. Counts as `.approved` where no verification
+    /// was asked for.
+    case verified
     /// The user (or the policy) refused: CTAP2_ERR_OPERATION_DENIED.
     case denied
     /// Nobody answered in time: CTAP2_ERR_USER_ACTION_TIMEOUT.
     case timedOut
     /// The host withdrew the request (CTAPHID_CANCEL): CTAP2_ERR_KEEPALIVE_CANCEL.
     case cancelled
+}
+
+extension PresenceOutcome {
+    /// Whether the user (or policy) said yes, verified or not.
+    public var isApproval: Bool { self == .approved || self == .verified }
 }
 
 /// Decides user presence. The daemon's policy engine implements it; the

@@ -88,6 +88,22 @@ public struct MakeCredentialExtensions: Sendable {
 
     public init() {}
 
+    /// These inputs without those of extensions the key does not offer: a
+    /// key configured without an extension ignores it, as one that never
+    /// knew it would (§6.1.2 step 4).
+    func offered(_ enabled: Set<String>) -> Self {
+        var inputs = self
+        if !enabled.contains(ExtensionIdentifier.credProtect) { inputs.credProtect = nil }
+        if !enabled.contains(ExtensionIdentifier.hmacSecret) { inputs.hmacSecret = false }
+        if !enabled.contains(ExtensionIdentifier.hmacSecretMakeCredential) || !inputs.hmacSecret {
+            inputs.hmacSecretMakeCredential = nil
+        }
+        if !enabled.contains(ExtensionIdentifier.credBlob) { inputs.credBlob = nil }
+        if !enabled.contains(ExtensionIdentifier.largeBlobKey) { inputs.largeBlobKey = nil }
+        if !enabled.contains(ExtensionIdentifier.minPinLength) { inputs.minPinLength = false }
+        return inputs
+    }
+
     init(entries: [CBORMapEntry]) throws(CBORError) {
         for entry in entries {
             guard case .text(let identifier) = entry.key else { continue }
@@ -128,6 +144,15 @@ public struct GetAssertionExtensions: Sendable {
     public var largeBlobKey: Bool?
 
     public init() {}
+
+    /// These inputs without those of extensions the key does not offer.
+    func offered(_ enabled: Set<String>) -> Self {
+        var inputs = self
+        if !enabled.contains(ExtensionIdentifier.hmacSecret) { inputs.hmacSecret = nil }
+        if !enabled.contains(ExtensionIdentifier.credBlob) { inputs.credBlob = false }
+        if !enabled.contains(ExtensionIdentifier.largeBlobKey) { inputs.largeBlobKey = nil }
+        return inputs
+    }
 
     init(entries: [CBORMapEntry]) throws(CBORError) {
         for entry in entries {

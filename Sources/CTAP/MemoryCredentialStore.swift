@@ -79,6 +79,12 @@ public final class MemoryCredentialStore: CredentialStore {
         state.withLock { $0.credentials.count }
     }
 
+    public func raiseSignatureCounter(scope: [UInt8], above value: UInt32) throws(StoreError) {
+        state.withLock { state in
+            state.counters[scope] = max(state.counters[scope, default: 0], value)
+        }
+    }
+
     public func nextSignatureCounter(scope: [UInt8]) throws(StoreError) -> UInt32 {
         let result: Result<UInt32, StoreError> = state.withLock { state in
             let current = state.counters[scope, default: 0]

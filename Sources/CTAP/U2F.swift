@@ -116,7 +116,7 @@ extension Authenticator {
         let challenge = Array(apdu.data[0..<32])
         let application = Array(apdu.data[32..<64])
         // U2F keys answer "not satisfied" until touched; the host retries.
-        guard await presence.requestPresence(PresenceRequest(operation: .u2fRegister)) == .approved else {
+        guard await presence.requestPresence(PresenceRequest(operation: .u2fRegister)).isApproval else {
             throw .conditionsNotSatisfied
         }
         do {
@@ -161,7 +161,7 @@ extension Authenticator {
             // The key handle is ours: U2F says so with "conditions not satisfied".
             throw .conditionsNotSatisfied
         case 0x03:
-            guard await presence.requestPresence(PresenceRequest(operation: .u2fAuthenticate)) == .approved else {
+            guard await presence.requestPresence(PresenceRequest(operation: .u2fAuthenticate)).isApproval else {
                 throw .conditionsNotSatisfied
             }
             flags = [.userPresent]

@@ -268,6 +268,8 @@ public struct ControlError: Error, Sendable {
         case .settingRefused: self.init(409, "setting_refused", message)
         case .noCredential: self.init(404, "not_found", message)
         case .invalidParameter: self.init(400, "bad_request", message)
+        case .duplicate: self.init(409, "duplicate", message)
+        case .full: self.init(507, "full", message)
         default: self.init(500, "internal", message)
         }
     }

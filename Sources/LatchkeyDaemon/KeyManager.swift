@@ -206,14 +206,13 @@ actor KeyManager {
         }
     }
 
-    func deleteCredential(_ name: String, id: String) throws(ControlError) {
+    func deleteCredential(_ name: String, id: String) async throws(ControlError) {
         let managed = try managed(name)
         guard let bytes = Base64URL.decode(id) else { throw .badRequest("credential id is not base64url") }
-        let deleted: Bool
-        do {
-            deleted = try managed.key.store.deleteCredential(id: bytes)
-        } catch {
-            throw .internalError("cannot delete the credential: \(error)")
+        // Through the engine: its key cache forgets the key and it emits
+        // credential.deleted.
+        let deleted = try await administering(name) { () throws(AdministrationError) in
+            try await managed.key.authenticator.deleteStoredCredential(id: bytes)
         }
         guard deleted else { throw .notFound("key \(name) has no credential \(id)") }
         events.publish(.credentialDeleted, key: name, ["credentialId": .string(Base64URL.encode(bytes))])

@@ -243,6 +243,24 @@ public final class SQLiteCredentialStore: CredentialStore {
         }
     }
 
+    /// Persists a reservation bound above `value` (kept if already higher)
+    /// and drops this process's state of the scope, so that the next value
+    /// resumes at the persisted bound: above `value` and above every value
+    /// handed out before.
+    public func raiseSignatureCounter(scope: [UInt8], above value: UInt32) throws(StoreError) {
+        let bound = Int64(value) + 1
+        try write("raise a signature counter") { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO signatureCounter (scope, reserved) VALUES (?, ?)
+                    ON CONFLICT (scope) DO UPDATE SET reserved = max(reserved, excluded.reserved)
+                    """,
+                arguments: [Data(scope), bound]
+            )
+        }
+        counters.withLock { $0[scope] = nil }
+    }
+
     // MARK: - Secrets
 
     /// The secret named `name`, opened; nil when there is none.

@@ -527,6 +527,9 @@ final class RecordingStore: CredentialStore {
     func nextSignatureCounter(scope: [UInt8]) throws(StoreError) -> UInt32 {
         try inner.nextSignatureCounter(scope: scope)
     }
+    func raiseSignatureCounter(scope: [UInt8], above value: UInt32) throws(StoreError) {
+        try inner.raiseSignatureCounter(scope: scope, above: value)
+    }
     func secret(named name: String) throws(StoreError) -> [UInt8]? { try inner.secret(named: name) }
     func setSecret(_ value: [UInt8]?, named name: String) throws(StoreError) {
         if name == fullSecret { throw StoreError(.full, "no space left for the test") }

@@ -43,6 +43,16 @@ final class ScriptedPresence: UserPresence {
     }
 }
 
+/// Collects the engine's events.
+final class EventRecorder: Sendable {
+    private let seen = Mutex<[AuthenticatorEvent]>([])
+
+    func record(_ event: AuthenticatorEvent) { seen.withLock { $0.append(event) } }
+
+    var all: [AuthenticatorEvent] { seen.withLock { $0 } }
+    var kinds: [AuthenticatorEvent.Kind] { all.map(\.kind) }
+}
+
 let testAAGUID = hex("6c617463686b6579 0074657374 6b6579")
 
 /// The batch identity is slow-ish to make; share one.
@@ -56,6 +66,8 @@ struct TestKey {
     let store: any CredentialStore
     let clock: ManualClock
     let presence: ScriptedPresence
+    /// Every event the engine emitted, in order.
+    let events: EventRecorder
 
     init(
         attestation: AttestationMode = .batch,
@@ -66,19 +78,23 @@ struct TestKey {
         seed: String = "test",
         store: (any CredentialStore)? = nil,
         clock: ManualClock = ManualClock(start: 1_000),
-        maxSerializedLargeBlobArray: Int = 4096
+        maxSerializedLargeBlobArray: Int = 4096,
+        configure: (inout AuthenticatorConfiguration) -> Void = { _ in }
     ) {
         self.store = store ?? MemoryCredentialStore(capacity: capacity)
         self.clock = clock
         presence = ScriptedPresence()
-        let configuration = AuthenticatorConfiguration(
+        var configuration = AuthenticatorConfiguration(
             aaguid: testAAGUID, attestation: attestation, attestationIdentity: sharedIdentity,
             algorithms: algorithms, maxDiscoverableCredentials: maxDiscoverable, u2fEnabled: u2f,
             maxSerializedLargeBlobArray: maxSerializedLargeBlobArray
         )
+        configure(&configuration)
+        let events = EventRecorder()
+        self.events = events
         authenticator = try! Authenticator(
             configuration: configuration, store: self.store, presence: presence, clock: clock,
-            entropy: DeterministicEntropy(seed: Array(seed.utf8))
+            entropy: DeterministicEntropy(seed: Array(seed.utf8)), events: { events.record($0) }
         )
     }
 

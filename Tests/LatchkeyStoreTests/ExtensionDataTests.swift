@@ -121,3 +121,28 @@ struct ExtensionDataTests {
         #expect(try store.credential(id: withExtensions.id) == withExtensions)
     }
 }
+
+@Suite("SQLite store: raising a signature counter")
+struct RaiseSignatureCounterTests {
+    @Test("an imported counter continues above its value, across reopening, and is never lowered")
+    func raise() throws {
+        let directory = try TemporaryDirectory()
+        let scope: [UInt8] = [1, 2, 3]
+        var last: UInt32 = 0
+        do {
+            let store = try openStore(directory)
+            #expect(try store.nextSignatureCounter(scope: scope) == 1)
+            try store.raiseSignatureCounter(scope: scope, above: 1000)
+            last = try store.nextSignatureCounter(scope: scope)
+            #expect(last > 1000)
+            try store.raiseSignatureCounter(scope: scope, above: 5)
+            let next = try store.nextSignatureCounter(scope: scope)
+            #expect(next > last, "raising below the current value lowers nothing")
+            last = next
+        }
+        let reopened = try openStore(directory)
+        #expect(try reopened.nextSignatureCounter(scope: scope) > last)
+        try reopened.raiseSignatureCounter(scope: [9], above: UInt32.max - 1)
+        #expect(try reopened.nextSignatureCounter(scope: [9]) == UInt32.max)
+    }
+}
