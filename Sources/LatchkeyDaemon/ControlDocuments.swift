@@ -144,6 +144,19 @@ public struct CredentialDocument: Codable, Sendable, Equatable {
         credProtect = Int(credential.credProtect)
         self.signCount = signCount
     }
+
+    /// A non-discoverable credential the key just wrapped (nothing is stored).
+    init(nonResident credentialId: [UInt8], rpId: String, userHandle: [UInt8], algorithm: Int, signCount: Int?) {
+        id = Base64URL.encode(credentialId)
+        self.credentialId = id
+        isResidentCredential = false
+        self.rpId = rpId
+        userId = Base64URL.encode(userHandle)
+        self.userHandle = userId
+        self.algorithm = algorithm
+        credProtect = 1
+        self.signCount = signCount
+    }
 }
 
 /// GET/PUT /v1/keys/{name}/presence

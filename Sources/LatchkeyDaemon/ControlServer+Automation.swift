@@ -45,6 +45,12 @@ extension ControlServer {
                 )
             }
         }
+        router.post("/v1/keys/:name/credentials") { request, context in
+            try await answer(status: .created) {
+                let body: SeedCredentialRequest = try await decode(request)
+                return try await manager.seedCredential(try parameter(context, "name"), body)
+            }
+        }
         router.delete("/v1/keys/:name/credentials") { _, context in
             try await answer(status: .noContent) {
                 try await manager.clearCredentials(try parameter(context, "name"))

@@ -197,13 +197,17 @@ actor KeyManager {
         logger.info("key deleted", metadata: ["key": "\(name)"])
     }
 
-    func credentials(_ name: String) throws(ControlError) -> [CredentialDocument] {
+    func credentials(_ name: String) async throws(ControlError) -> [CredentialDocument] {
         let managed = try managed(name)
+        let stored: [StoredCredential]
         do {
-            return try managed.key.credentials().map { CredentialDocument($0) }
+            stored = try managed.key.credentials()
         } catch {
             throw .internalError("cannot read the credentials of \(name): \(error)")
         }
+        var documents: [CredentialDocument] = []
+        for credential in stored { documents.append(await Self.document(credential, of: managed.key)) }
+        return documents
     }
 
     func deleteCredential(_ name: String, id: String) async throws(ControlError) {
@@ -215,7 +219,6 @@ actor KeyManager {
             try await managed.key.authenticator.deleteStoredCredential(id: bytes)
         }
         guard deleted else { throw .notFound("key \(name) has no credential \(id)") }
-        events.publish(.credentialDeleted, key: name, ["credentialId": .string(Base64URL.encode(bytes))])
         logger.info("credential deleted", metadata: ["key": "\(name)"])
     }
 
@@ -340,7 +343,7 @@ actor KeyManager {
         )
     }
 
-    private func administering<T>(
+    func administering<T>(
         _ name: String,
         _ body: () async throws(AdministrationError) -> T
     ) async throws(ControlError) -> T {

@@ -193,8 +193,11 @@ public final class PresenceBroker: UserPresence {
         if let rpId = request.rpId { fields["rpId"] = .string(rpId) }
         if let userName = request.userName { fields["userName"] = .string(userName) }
         events?.publish(.presenceRequested, key: key, fields)
-        let outcome: PresenceOutcome
-        let override = overrides.take(.presence, operation: Self.overrideOperation(request.operation))
+        var outcome: PresenceOutcome
+        // uv-false waits for a request that asks for user verification.
+        let override = overrides.take(.presence, operation: Self.overrideOperation(request.operation)) {
+            $0 != .uvFalse || request.userVerification
+        }
         switch (override, settings.mode) {
         case (.deny?, _): outcome = .denied
         case (.timeout?, _): outcome = .timedOut
@@ -206,7 +209,13 @@ public final class PresenceBroker: UserPresence {
                 key: key, request: request, timeout: .seconds(settings.timeoutSeconds), logger: logger
             )
         }
+        // Built-in user verification, when asked for, answers as the key is
+        // set to, unless an override made it fail.
+        if request.userVerification, outcome == .approved, override != .uvFalse, isUserVerified {
+            outcome = .verified
+        }
         fields["outcome"] = .string(Self.name(outcome))
+        if request.userVerification { fields["userVerification"] = .bool(true) }
         if let override {
             fields["override"] = .string(override.rawValue)
             events?.publish(.overrideApplied, key: key, ["override": .string(override.rawValue), "operation": .string(request.operation.rawValue)])
@@ -229,6 +238,7 @@ public final class PresenceBroker: UserPresence {
         case .getAssertion, .u2fAuthenticate: .getAssertion
         case .reset: .reset
         case .selection, .touchProbe: .selection
+        case .userVerificationToken: .clientPIN
         }
     }
 
@@ -236,6 +246,7 @@ public final class PresenceBroker: UserPresence {
     static func name(_ outcome: PresenceOutcome) -> String {
         switch outcome {
         case .approved: "approved"
+        case .verified: "verified"
         case .denied: "denied"
         case .timedOut: "timedOut"
         case .cancelled: "cancelled"

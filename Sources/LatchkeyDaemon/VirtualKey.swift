@@ -9,6 +9,7 @@ import Foundation
 import LatchkeyCrypto
 import LatchkeyStore
 import Logging
+import Synchronization
 
 /// A running virtual key.
 public final class VirtualKey: Sendable {
@@ -27,6 +28,7 @@ public final class VirtualKey: Sendable {
     public let overrides = OverrideQueue()
     /// Where the key's events go.
     public let events: EventBus
+    private let signCounts = SignCountBook()
     let logger: Logger
 
     /// Opens (or creates) the key's store under `directory` and its identity.
@@ -63,16 +65,69 @@ public final class VirtualKey: Sendable {
         )
         presence.isUserVerified = configuration.userVerified
         let keyLogger = logger
-        authenticator = try Authenticator(
-            configuration: AuthenticatorConfiguration(
-                aaguid: aaguid,
-                attestation: AttestationMode(rawValue: configuration.attestation) ?? .batch,
-                attestationIdentity: identity,
-                resetWindowMilliseconds: UInt64(defaults.resetWindowSeconds) * 1000
-            ),
-            store: store, presence: presence, clock: SystemMonotonicClock(), entropy: entropy,
-            diagnostics: { keyLogger.error("authenticator: \($0)") }
+        var engine = AuthenticatorConfiguration(
+            aaguid: aaguid,
+            attestation: AttestationMode(rawValue: configuration.attestation) ?? .batch,
+            attestationIdentity: identity,
+            resetWindowMilliseconds: UInt64(defaults.resetWindowSeconds) * 1000
         )
+        Self.applyFeatures(of: configuration, to: &engine)
+        let signCounts = self.signCounts
+        let name = configuration.name
+        authenticator = try Authenticator(
+            configuration: engine,
+            store: store, presence: presence, clock: SystemMonotonicClock(), entropy: entropy,
+            diagnostics: { keyLogger.error("authenticator: \($0)") },
+            events: { event in
+                if let signCount = event.signCount { signCounts[event.credentialId] = signCount }
+                events.publish(EventName(rawValue: event.kind.rawValue), key: name, Self.fields(of: event))
+            }
+        )
+    }
+
+    /// The engine's feature switches for the key's options.
+    static func applyFeatures(of key: KeyConfiguration, to engine: inout AuthenticatorConfiguration) {
+        engine.ctap2Enabled = key.protocolMode == .ctap21
+        engine.residentKeys = key.residentKeys
+        engine.largeBlobs = key.largeBlobs
+        engine.builtInUserVerification = key.userVerification
+        var extensions = Set(ExtensionIdentifier.supported)
+        if !key.largeBlobs { extensions.remove(ExtensionIdentifier.largeBlobKey) }
+        if !key.credBlob { extensions.remove(ExtensionIdentifier.credBlob) }
+        if !key.minPinLength { extensions.remove(ExtensionIdentifier.minPinLength) }
+        if !key.prf {
+            extensions.remove(ExtensionIdentifier.hmacSecret)
+            extensions.remove(ExtensionIdentifier.hmacSecretMakeCredential)
+        }
+        engine.enabledExtensions = extensions
+    }
+
+    /// An engine event's fields on the event bus.
+    static func fields(of event: AuthenticatorEvent) -> [String: EventValue] {
+        var fields: [String: EventValue] = [
+            "credentialId": .string(Base64URL.encode(event.credentialId)),
+            "discoverable": .bool(event.discoverable),
+            "userVerified": .bool(event.userVerified),
+        ]
+        if let rpId = event.rpId { fields["rpId"] = .string(rpId) }
+        if let userId = event.userId { fields["userHandle"] = .string(Base64URL.encode(userId)) }
+        if let userName = event.userName { fields["userName"] = .string(userName) }
+        if let displayName = event.userDisplayName { fields["userDisplayName"] = .string(displayName) }
+        if let signCount = event.signCount { fields["signCount"] = .int(Int(signCount)) }
+        if let origin = event.origin { fields["origin"] = .string(origin) }
+        return fields
+    }
+
+    /// The last signature counter value of each credential, as the engine's
+    /// events told it since the daemon started (the store keeps only a
+    /// reservation ahead of it).
+    func lastSignCount(of credentialId: [UInt8]) -> UInt32? {
+        signCounts[credentialId]
+    }
+
+    /// Remembers a seeded credential's counter.
+    func noteSignCount(_ value: UInt32, of credentialId: [UInt8]) {
+        signCounts[credentialId] = value
     }
 
     /// The attestation identity kept in the store, generated on first start.
@@ -136,4 +191,15 @@ public final class VirtualKey: Sendable {
 
     /// The stored (discoverable) credentials.
     func credentials() throws -> [StoredCredential] { try store.allCredentials() }
+}
+
+/// The last signature counter of each credential a key used since the
+/// daemon started.
+final class SignCountBook: Sendable {
+    private let values = Mutex<[[UInt8]: UInt32]>([:])
+
+    subscript(credentialId: [UInt8]) -> UInt32? {
+        get { values.withLock { $0[credentialId] } }
+        set { values.withLock { $0[credentialId] = newValue } }
+    }
 }
