@@ -299,7 +299,8 @@ def make_key(control, daemon, request):
     """Creates keys through the control API (USB/IP only); deletes them after the test."""
     created = []
 
-    def make(presence: str | None = None, attestation: str | None = None, name: str | None = None) -> dict:
+    def make(presence: str | None = None, attestation: str | None = None, name: str | None = None,
+             options: dict | None = None) -> dict:
         if name is None:
             stem = re.sub(r"[^A-Za-z0-9_.-]", "-", request.node.name)[:40]
             name = f"k{next(_key_names)}-{stem}"
@@ -308,6 +309,7 @@ def make_key(control, daemon, request):
             body["presence"] = presence
         if attestation is not None:
             body["attestation"] = attestation
+        body.update(options or {})
         doc = control.post("/v1/keys", body, expect=201)
         created.append(name)
         assert doc["name"] == name, doc

@@ -380,3 +380,202 @@ def test_credential_get_and_clear(usb, control, key, events):
     with pytest.raises(CtapError) as none:
         get_assertion(ctap)
     assert none.value.code == CtapError.ERR.NO_CREDENTIALS
+
+
+# ---- key options in getInfo ---------------------------------------------------------------
+
+
+OPTION_CASES = [
+    ({}, dict(rk=True, uv=None, large_blobs=True,
+              extensions={"credBlob", "largeBlobKey", "minPinLength", "hmac-secret", "credProtect"})),
+    ({"hasResidentKey": False}, dict(rk=False)),
+    ({"hasUserVerification": True}, dict(uv=True)),
+    ({"hasLargeBlob": False}, dict(large_blobs=None, missing={"largeBlobKey"})),
+    ({"hasCredBlob": False}, dict(missing={"credBlob"})),
+    ({"hasMinPinLength": False}, dict(missing={"minPinLength"})),
+    ({"hasPrf": False}, dict(missing={"hmac-secret", "hmac-secret-mc"})),
+]
+
+
+@pytest.mark.parametrize("options,expected", OPTION_CASES, ids=[json.dumps(o) for o, _ in OPTION_CASES])
+def test_key_options_show_in_get_info(usb, control, make_key, options, expected):
+    doc = make_key(options=options)
+    for name, value in options.items():
+        assert doc["options"][name] == value, doc["options"]
+    info = Ctap2(usb.ctap(doc["usbip"]["busid"])).get_info()
+    assert "FIDO_2_1" in info.versions
+    if "rk" in expected:
+        assert info.options.get("rk") is expected["rk"]
+    if "uv" in expected:
+        assert info.options.get("uv") is expected["uv"]
+    if "large_blobs" in expected:
+        assert info.options.get("largeBlobs") is expected["large_blobs"]
+    assert expected.get("extensions", set()) <= set(info.extensions), info.extensions
+    assert not (expected.get("missing", set()) & set(info.extensions)), info.extensions
+
+
+def test_u2f_only_key(usb, control, make_key):
+    doc = make_key(options={"protocol": "u2f-only"})
+    assert doc["options"]["protocol"] == "u2f-only"
+    device = usb.ctap(doc["usbip"]["busid"])
+    assert not device.capabilities & CAPABILITY.CBOR, "CTAPHID_INIT must not offer CBOR"
+    ctap1 = Ctap1(device)
+    assert ctap1.get_version() == "U2F_V2"
+    app_param = hashlib.sha256(rp.RP_ID.encode()).digest()
+    client_param = os.urandom(32)
+    registration = ctap1.register(client_param, app_param)
+    registration.verify(app_param, client_param)
+    challenge = os.urandom(32)
+    signed = ctap1.authenticate(challenge, app_param, registration.key_handle)
+    signed.verify(app_param, challenge, registration.public_key)
+    assert signed.user_presence & 1
+    webdriver = make_key(options={"protocol": "ctap1/u2f"})
+    assert webdriver["options"]["protocol"] == "u2f-only"
+
+
+# ---- seeded credentials ----------------------------------------------------------------------
+
+
+def test_seeded_credential_asserts_with_its_key(usb, control, key, events):
+    name = key["name"]
+    stream = events(name)
+    user_handle = os.urandom(16)
+    credential_id, private_key, body, doc = seed(control, key, sign_count=41, user_handle=user_handle)
+    assert doc["credentialId"] == body["credentialId"] and doc["isResidentCredential"] is True
+    assert doc["rpId"] == rp.RP_ID and doc["userHandle"] == b64url(user_handle) and doc["signCount"] == 41
+    created = stream.next("credential.created", credentialId=body["credentialId"])
+    assert created["origin"] == "import" and created["rpId"] == rp.RP_ID
+
+    ctap = ctap2(usb, key)
+    cdh = os.urandom(32)
+    assertion = get_assertion(ctap, credential_id, client_data_hash=cdh)
+    verify_es256(private_key.public_key(), assertion, cdh)
+    assert assertion.credential["id"] == credential_id
+    assert assertion.auth_data.counter > 41
+    asserted = stream.next("credential.asserted", credentialId=body["credentialId"])
+    assert asserted["signCount"] == assertion.auth_data.counter
+
+    # Usernameless: the seeded credential is discoverable, with its user handle.
+    cdh = os.urandom(32)
+    usernameless = get_assertion(ctap, client_data_hash=cdh)
+    assert usernameless.user["id"] == user_handle
+    verify_es256(private_key.public_key(), usernameless, cdh)
+    assert usernameless.auth_data.counter > assertion.auth_data.counter
+
+    listed = control.get(f"/v1/keys/{name}/credentials")
+    [entry] = [c for c in listed if c["credentialId"] == body["credentialId"]]
+    assert entry["signCount"] == usernameless.auth_data.counter
+    exported = control.get(f"/v1/keys/{name}/credentials/{body['credentialId']}?privateKey=true")
+    again = serialization.load_der_private_key(unb64url(exported["privateKey"]), None)
+    assert again.private_numbers() == private_key.private_numbers()
+
+
+def test_seeded_credential_through_fido2_server(usb, control, key):
+    """The website's side: Fido2Server verifies the assertion against the seeded public key."""
+    from fido2.cose import ES256
+    from fido2.webauthn import Aaguid, AttestedCredentialData
+
+    credential_id, private_key, _, _ = seed(control, key)
+    public = ES256.from_cryptography_key(private_key.public_key())
+    stored = AttestedCredentialData.create(Aaguid.NONE, credential_id, public)
+    client = rp.make_client(usb.ctap(key["usbip"]["busid"]))
+    found = rp.authenticate(client, rp.make_server(), [stored], allow=True)
+    assert found.credential_id == credential_id and found.sign_count > 41
+
+
+def test_seeded_non_resident_credential(usb, control, key):
+    credential_id, private_key, body, doc = seed(control, key, resident=False, sign_count=7)
+    assert doc["isResidentCredential"] is False
+    wrapped = unb64url(doc["credentialId"])
+    assert wrapped != credential_id, "a non-discoverable credential's ID is the key's wrapping"
+    assert control.get(f"/v1/keys/{key['name']}/credentials") == []
+    ctap = ctap2(usb, key)
+    cdh = os.urandom(32)
+    assertion = get_assertion(ctap, wrapped, client_data_hash=cdh)
+    verify_es256(private_key.public_key(), assertion, cdh)
+    assert assertion.auth_data.counter > 7
+
+
+def test_seeded_large_blob_is_what_the_client_reads(usb, control, key):
+    from fido2.ctap2.blob import LargeBlobs
+
+    blob = b"seeded large blob " * 20
+    credential_id, _, body, doc = seed(control, key, large_blob=blob)
+    assert unb64url(doc["largeBlob"]) == blob
+    ctap = ctap2(usb, key)
+    assertion = ctap.get_assertion(rp.RP_ID, os.urandom(32), [{"type": "public-key", "id": credential_id}],
+                                   extensions={"largeBlobKey": True})
+    assert assertion.large_blob_key
+    assert LargeBlobs(ctap).get_blob(assertion.large_blob_key) == blob
+
+
+def test_seed_errors(control, key, make_key):
+    path = f"/v1/keys/{key['name']}/credentials"
+    _, _, body, _ = seed(control, key)
+    assert control.post(path, body, expect=409)["error"]["code"] == "duplicate"
+    bad = dict(body, credentialId=b64url(os.urandom(32)), userHandle=b64url(os.urandom(8)), privateKey=b64url(b"nope"))
+    assert control.post(path, bad, expect=400)
+    assert control.post(path, dict(body, credentialId="***"), expect=400)
+    no_user = {k: v for k, v in body.items() if k != "userHandle"}
+    assert control.post(path, dict(no_user, credentialId=b64url(os.urandom(32))), expect=400)
+    assert control.post(path, dict(body, isResidentCredential=False, largeBlob=b64url(b"x")), expect=400)
+    no_rk = make_key(options={"hasResidentKey": False})
+    assert control.post(f"/v1/keys/{no_rk['name']}/credentials", body, expect=400)
+
+
+# ---- user verification ----------------------------------------------------------------------------
+
+
+def test_is_user_verified_decides_built_in_uv(usb, control, make_key, events):
+    doc = make_key(options={"hasUserVerification": True, "isUserVerified": True})
+    name = doc["name"]
+    stream = events(name)
+    assert control.get(f"/v1/keys/{name}/user-verified") == {"isUserVerified": True}
+    ctap = ctap2(usb, doc)
+    assert ctap.info.options.get("uv") is True
+    made = make_credential(ctap, uv=True)
+    assert made.auth_data.is_user_verified()
+    cred = made.auth_data.credential_data
+    assert get_assertion(ctap, cred.credential_id, uv=True).auth_data.is_user_verified()
+    answered = stream.next("presence.answered", operation="getAssertion")
+    assert answered["outcome"] == "verified" and answered["userVerification"] is True
+
+    assert control.put(f"/v1/keys/{name}/user-verified", {"isUserVerified": False}) == {"isUserVerified": False}
+    assert control.key(name)["options"]["isUserVerified"] is False
+    with pytest.raises(CtapError) as failed:
+        get_assertion(ctap, cred.credential_id, uv=True)
+    assert failed.value.code == CtapError.ERR.UV_INVALID
+    # Without uv the key still answers, with UV clear.
+    assert not get_assertion(ctap, cred.credential_id).auth_data.is_user_verified()
+
+    control.put(f"/v1/keys/{name}/user-verified", {"isUserVerified": True})
+    control.post(f"/v1/keys/{name}/overrides", {"action": "uv-false"}, expect=201)
+    get_assertion(ctap, cred.credential_id)  # no UV asked: the override waits
+    with pytest.raises(CtapError) as uv_false:
+        get_assertion(ctap, cred.credential_id, uv=True)
+    assert uv_false.value.code == CtapError.ERR.UV_INVALID
+    assert get_assertion(ctap, cred.credential_id, uv=True).auth_data.is_user_verified()
+    assert control.put(f"/v1/keys/{name}/user-verified", {"isUserVerified": "yes"}, expect=400)
+    assert control.put("/v1/keys/nope/user-verified", {"isUserVerified": True}, expect=404)
+
+
+# ---- credential events --------------------------------------------------------------------------
+
+
+def test_credential_events(usb, control, key, events):
+    name = key["name"]
+    stream = events(name)
+    ctap = ctap2(usb, key)
+    made = make_credential(ctap, user_name="frank")
+    cid = b64url(made.auth_data.credential_data.credential_id)
+    created = stream.next("credential.created", credentialId=cid)
+    assert created["rpId"] == rp.RP_ID and created["userName"] == "frank" and created["discoverable"] is True
+    assert created["origin"] == "makeCredential" and isinstance(created["signCount"], int)
+    get_assertion(ctap, made.auth_data.credential_data.credential_id)
+    asserted = stream.next("credential.asserted", credentialId=cid)
+    assert asserted["rpId"] == rp.RP_ID
+    control.put(f"/v1/keys/{name}/credentials/{cid}/user", {"name": "franklin"})
+    updated = stream.next("credential.updated", credentialId=cid)
+    assert updated["userName"] == "franklin"
+    control.delete(f"/v1/keys/{name}/credentials/{cid}")
+    stream.next("credential.deleted", credentialId=cid)
