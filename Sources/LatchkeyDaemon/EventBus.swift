@@ -37,7 +37,7 @@ public struct EventName: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let policyDecision = EventName(rawValue: "policy.decision")
     /// A queued override acted on an operation.
     public static let overrideApplied = EventName(rawValue: "override.applied")
-    /// A key was created (through the control API or at start).
+    /// A key was created through the control API.
     public static let keyCreated = EventName(rawValue: "key.created")
     /// A key was deleted.
     public static let keyDeleted = EventName(rawValue: "key.deleted")

@@ -14,7 +14,7 @@ import json
 import os
 import queue
 import socket
-import struct
+import subprocess
 import threading
 import time
 
@@ -29,6 +29,7 @@ from fido2.hid import CAPABILITY
 
 import rp
 from conftest import wait_for
+from test_key_administration_api import latchkeyctl  # noqa: F401 - the fixture, shared
 
 
 def b64url(data: bytes) -> str:
@@ -268,7 +269,7 @@ def test_bogus_signature_fails_verification_once(usb, control, key):
                  {"action": "bogus-signature", "operations": ["getAssertion"]}, expect=201)
     cdh = os.urandom(32)
     bad = get_assertion(ctap, cred.credential_id, client_data_hash=cdh)
-    with pytest.raises(Exception):
+    with pytest.raises(InvalidSignature):
         public_key.verify(bytes(bad.auth_data) + cdh, bad.signature)
     cdh = os.urandom(32)
     good = get_assertion(ctap, cred.credential_id, client_data_hash=cdh)
@@ -579,3 +580,81 @@ def test_credential_events(usb, control, key, events):
     assert updated["userName"] == "franklin"
     control.delete(f"/v1/keys/{name}/credentials/{cid}")
     stream.next("credential.deleted", credentialId=cid)
+
+
+# ---- latchkeyctl ---------------------------------------------------------------------------------
+
+def test_latchkeyctl_events_and_overrides(latchkeyctl, usb, control, key):
+    name = key["name"]
+    queued = latchkeyctl("overrides", "add", "deny", "--count", "1", "--operation", "makeCredential", "--key", name)
+    assert queued.returncode == 0, queued.stderr
+    assert "deny" in queued.stdout and "makeCredential" in queued.stdout
+    listed = latchkeyctl("overrides", "list", "--key", name, "--json")
+    [entry] = json.loads(listed.stdout)
+    assert entry["action"] == "deny" and entry["remaining"] == 1
+
+    argv = [a for a in latchkeyctl_argv(latchkeyctl)] + ["events", "--key", name, "--count", "3", "--json"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.5)  # let it subscribe
+        with pytest.raises(CtapError):
+            make_credential(ctap2(usb, key))
+        out, err = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    assert proc.returncode == 0, err
+    names = [json.loads(line)["event"] for line in out.splitlines()]
+    assert names == ["presence.requested", "override.applied", "presence.answered"], out
+
+    assert latchkeyctl("overrides", "clear", "--key", name).returncode == 0
+    assert "No overrides" in latchkeyctl("overrides", "list", "--key", name).stdout
+    assert latchkeyctl("overrides", "add", "explode", "--key", name).returncode == 1
+
+
+def latchkeyctl_argv(run) -> list[str]:
+    """The binary and --socket the fixture's runner uses."""
+    probe = run("--version")
+    assert probe.returncode == 0
+    return list(probe.args[:3])
+
+
+def test_sigterm_ends_open_event_streams(tmp_path):
+    """An open event stream must not hold up the daemon's shutdown."""
+    from conftest import Daemon, daemon_binary
+
+    binary = daemon_binary()
+    if not binary.exists():
+        pytest.skip(f"no latchkeyd at {binary}")
+    own = Daemon(binary, tmp_path)
+    own.start()
+    try:
+        stream = EventStream(own.control.path)
+        started = time.monotonic()
+        own.stop(timeout=8)
+        assert time.monotonic() - started < 5, "SIGTERM waited for the event stream"
+        assert not own.problems, own.problems
+        assert stream.events.get(timeout=5) is None, "the stream ends with the daemon"
+        stream.close()
+    finally:
+        own.stop()
+
+
+def test_latchkeyctl_creates_keys_with_options(latchkeyctl, control):
+    name = f"ctl-options-{os.getpid()}"
+    made = latchkeyctl("keys", "create", name, "--no-uhid", "--protocol", "u2f-only", "--no-resident-keys",
+                       "--user-verification", "--user-verified", "--no-prf", "--json")
+    try:
+        assert made.returncode == 0, made.stderr
+        assert json.loads(made.stdout)["options"] == {
+            "protocol": "u2f-only", "hasResidentKey": False, "hasUserVerification": True, "isUserVerified": True,
+            "hasLargeBlob": True, "hasCredBlob": True, "hasMinPinLength": True, "hasPrf": False}
+        turned = latchkeyctl("keys", "user-verified", name, "off")
+        assert turned.returncode == 0 and "fails" in turned.stdout, turned
+        assert control.get(f"/v1/keys/{name}/user-verified") == {"isUserVerified": False}
+        shown = latchkeyctl("keys", "user-verified", name, "--json")
+        assert json.loads(shown.stdout) == {"isUserVerified": False}
+        assert latchkeyctl("keys", "create", "x", "--protocol", "ctap3").returncode == 64
+    finally:
+        control.delete(f"/v1/keys/{name}", expect=(204, 404))
