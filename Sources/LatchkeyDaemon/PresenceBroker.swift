@@ -192,10 +192,12 @@ public final class PresenceBroker: UserPresence {
         var fields: [String: EventValue] = ["operation": .string(request.operation.rawValue)]
         if let rpId = request.rpId { fields["rpId"] = .string(rpId) }
         if let userName = request.userName { fields["userName"] = .string(userName) }
+        if request.userVerification { fields["userVerification"] = .bool(true) }
         events?.publish(.presenceRequested, key: key, fields)
         var outcome: PresenceOutcome
+        let operation = Self.overrideOperation(request.operation)
         // uv-false waits for a request that asks for user verification.
-        let override = overrides.take(.presence, operation: Self.overrideOperation(request.operation)) {
+        let override = overrides.take(.presence, operation: operation) {
             $0 != .uvFalse || request.userVerification
         }
         switch (override, settings.mode) {
@@ -215,10 +217,12 @@ public final class PresenceBroker: UserPresence {
             outcome = .verified
         }
         fields["outcome"] = .string(Self.name(outcome))
-        if request.userVerification { fields["userVerification"] = .bool(true) }
         if let override {
             fields["override"] = .string(override.rawValue)
-            events?.publish(.overrideApplied, key: key, ["override": .string(override.rawValue), "operation": .string(request.operation.rawValue)])
+            events?.publish(
+                .overrideApplied, key: key,
+                ["override": .string(override.rawValue), "operation": .string(operation.rawValue)]
+            )
         }
         events?.publish(.presenceAnswered, key: key, fields)
         logger.info(

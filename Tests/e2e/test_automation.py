@@ -658,3 +658,8 @@ def test_latchkeyctl_creates_keys_with_options(latchkeyctl, control):
         assert latchkeyctl("keys", "create", "x", "--protocol", "ctap3").returncode == 64
     finally:
         control.delete(f"/v1/keys/{name}", expect=(204, 404))
+
+
+def test_uv_false_needs_built_in_uv(control, key):
+    refused = control.post(f"/v1/keys/{key['name']}/overrides", {"action": "uv-false"}, expect=400)
+    assert "hasUserVerification" in refused["error"]["message"]
