@@ -22,7 +22,7 @@ as_root() {
 }
 
 install_deps() {
-    local apt_packages=(libssl-dev libudev-dev libsqlite3-dev pkg-config python3 python3-pip clang systemd)
+    local apt_packages=(libssl-dev libudev-dev libsqlite3-dev zlib1g-dev pkg-config python3 python3-pip clang systemd)
     local missing=()
     for package in "${apt_packages[@]}"; do
         dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
