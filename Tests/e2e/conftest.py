@@ -164,6 +164,7 @@ class Daemon:
         self.state_dir: Path | None = None
         self.control: ControlClient | None = None
         self.problems: list[str] = []
+        self.extra_args: list[str] = []
 
     def start(self, timeout: float = 20.0) -> None:
         for _attempt in range(3):
@@ -175,7 +176,7 @@ class Daemon:
             self.log_path = self.workdir / f"latchkeyd{run}.log"
             argv = [str(self.binary), "--state-dir", str(self.state_dir), "--no-uhid",
                     "--usbip", f"{HOST}:{self.port}", "--presence", "auto",
-                    "--control-socket", str(socket_path)]
+                    "--control-socket", str(socket_path), *self.extra_args]
             with open(self.log_path, "wb") as log:
                 log.write(("$ " + " ".join(argv) + "\n").encode())
                 log.flush()

@@ -663,3 +663,40 @@ def test_latchkeyctl_creates_keys_with_options(latchkeyctl, control):
 def test_uv_false_needs_built_in_uv(control, key):
     refused = control.post(f"/v1/keys/{key['name']}/overrides", {"action": "uv-false"}, expect=400)
     assert "hasUserVerification" in refused["error"]["message"]
+
+
+def test_replug_opens_the_reset_window(tmp_path):
+    """authenticatorReset is allowed only shortly after power-up; a replug is a power-up."""
+    from conftest import Daemon, daemon_binary, HOST
+    from usbip_hid import UsbipHidInterface
+
+    binary = daemon_binary()
+    if not binary.exists():
+        pytest.skip(f"no latchkeyd at {binary}")
+    config = tmp_path / "latchkeyd.toml"
+    config.write_text("reset-window-seconds = 1\n")
+    own = Daemon(binary, tmp_path)
+    own.extra_args = ["--config", str(config)]
+    own.start()
+    interfaces = []
+    try:
+        doc = own.control.post("/v1/keys", {"name": "window", "uhid": False, "usbip": True}, expect=201)
+
+        def ctap() -> Ctap2:
+            iface = UsbipHidInterface(HOST, own.port, doc["usbip"]["busid"], close_with_last_connection=False)
+            interfaces.append(iface)
+            return Ctap2(iface.ctap_device(10))
+
+        time.sleep(1.5)
+        with pytest.raises(CtapError) as late:
+            ctap().reset()
+        assert late.value.code == CtapError.ERR.NOT_ALLOWED
+        for iface in interfaces:
+            iface.close()
+        own.control.post("/v1/keys/window/replug")
+        ctap().reset()
+    finally:
+        for iface in interfaces:
+            iface.close()
+        own.stop()
+    assert not own.problems, own.problems
