@@ -130,7 +130,11 @@ public struct CredentialDocument: Codable, Sendable, Equatable {
     /// base64url; only when the key holds a large blob for it and it was asked for.
     public var largeBlob: String?
 
-    init(_ credential: StoredCredential, signCount: Int? = nil) {
+    init(_ credential: StoredCredential) {
+        self.init(credential, signCount: nil)
+    }
+
+    init(_ credential: StoredCredential, signCount: Int?) {
         id = Base64URL.encode(credential.id)
         credentialId = id
         isResidentCredential = true

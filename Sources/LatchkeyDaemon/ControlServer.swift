@@ -139,6 +139,7 @@ struct ControlServer {
                 return PresenceDocument(mode: settings.mode, timeoutSeconds: settings.timeoutSeconds)
             }
         }
+        addExchangeRoutes(to: router)
         router.get("/v1/presence/pending") { _, _ in json(board.pending()) }
         for (verb, outcome) in [("approve", PresenceOutcomeName.approved), ("deny", .denied)] {
             router.post("/v1/presence/pending/:id/\(verb)") { _, context in

@@ -400,7 +400,7 @@ actor KeyManager {
         }
     }
 
-    private func managed(_ name: String) throws(ControlError) -> Managed {
+    func managed(_ name: String) throws(ControlError) -> Managed {
         guard let managed = keys[name] else { throw .notFound("no key named \(name)") }
         return managed
     }
