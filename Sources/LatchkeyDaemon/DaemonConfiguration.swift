@@ -168,6 +168,14 @@ public struct DaemonConfiguration: Sendable, Equatable {
         # product-name = "Virtual FIDO2 Key"  # hosts show "<manufacturer> <product-name>"
         # manufacturer = "latchkey"
         # attestation = "batch"     # batch | self | none
+        # protocol = "ctap2.1"      # ctap2.1 | u2f-only
+        # resident-keys = true      # discoverable credentials (getInfo rk)
+        # user-verification = false # built-in user verification (getInfo uv): for CI rigs, not for a person's key
+        # user-verified = false     # what built-in user verification answers
+        # large-blob = true         # authenticatorLargeBlobs and largeBlobKey
+        # cred-blob = true          # the credBlob extension
+        # min-pin-length = true     # the minPinLength extension
+        # prf = true                # hmac-secret and hmac-secret-mc (WebAuthn PRF)
         """
 
     /// Applies a TOML document on top of this configuration.
@@ -214,6 +222,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
                 if let value = try section.string("product-name") { key.productName = value }
                 if let value = try section.string("manufacturer") { key.manufacturer = value }
                 if let value = try section.string("attestation") { key.attestation = value }
+                try section.features(into: &key)
                 try section.finish()
                 parsed.append(key)
             }
@@ -340,6 +349,23 @@ struct TableReader {
             throw ConfigurationError("\(path): \(key) must be \"auto\", \"prompt\" or \"deny\", not \"\(string)\"")
         }
         return mode
+    }
+
+    /// A [[keys]] table's feature switches (the control API's key options).
+    mutating func features(into key: inout KeyConfiguration) throws(ConfigurationError) {
+        if let value = try string("protocol") {
+            guard let mode = ProtocolMode(rawValue: value) else {
+                throw ConfigurationError("\(path): protocol must be \"ctap2.1\" or \"u2f-only\", not \"\(value)\"")
+            }
+            key.protocolMode = mode
+        }
+        if let value = try bool("resident-keys") { key.residentKeys = value }
+        if let value = try bool("user-verification") { key.userVerification = value }
+        if let value = try bool("user-verified") { key.userVerified = value }
+        if let value = try bool("large-blob") { key.largeBlobs = value }
+        if let value = try bool("cred-blob") { key.credBlob = value }
+        if let value = try bool("min-pin-length") { key.minPinLength = value }
+        if let value = try bool("prf") { key.prf = value }
     }
 
     func uint16(_ value: Int, _ key: String) throws(ConfigurationError) -> UInt16 {
