@@ -700,3 +700,27 @@ def test_replug_opens_the_reset_window(tmp_path):
             iface.close()
         own.stop()
     assert not own.problems, own.problems
+
+
+def test_latchkeyctl_seeds_and_shows_a_credential(latchkeyctl, usb, control, key, tmp_path):
+    private_key = ec.generate_private_key(ec.SECP256R1())
+    pem = tmp_path / "seed.pem"
+    pem.write_bytes(private_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                              serialization.NoEncryption()))
+    credential_id = os.urandom(32)
+    added = latchkeyctl("credentials", "add", key["name"], "--rp-id", rp.RP_ID, "--private-key", str(pem),
+                        "--credential-id", b64url(credential_id), "--user-handle", b64url(b"ctl-user"),
+                        "--sign-count", "9", "--json")
+    assert added.returncode == 0, added.stderr
+    assert json.loads(added.stdout)["credentialId"] == b64url(credential_id)
+    cdh = os.urandom(32)
+    assertion = get_assertion(ctap2(usb, key), credential_id, client_data_hash=cdh)
+    verify_es256(private_key.public_key(), assertion, cdh)
+    shown = latchkeyctl("credentials", "show", key["name"], b64url(credential_id))
+    assert shown.returncode == 0 and f"{assertion.auth_data.counter}" in shown.stdout, shown.stdout
+    exported = json.loads(latchkeyctl("credentials", "show", key["name"], b64url(credential_id),
+                                      "--private-key", "--json").stdout)
+    assert serialization.load_der_private_key(unb64url(exported["privateKey"]), None).private_numbers() \
+        == private_key.private_numbers()
+    missing = latchkeyctl("credentials", "add", key["name"], "--rp-id", rp.RP_ID, "--private-key", str(tmp_path / "none"))
+    assert missing.returncode == 64
