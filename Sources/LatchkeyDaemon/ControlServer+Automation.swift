@@ -17,7 +17,9 @@ extension ControlServer {
         }
         router.get("/v1/keys/:name/user-verified") { _, context in
             try await answer {
-                UserVerifiedDocument(isUserVerified: try await manager.key(try parameter(context, "name")).presence.isUserVerified)
+                UserVerifiedDocument(
+                    isUserVerified: try await manager.key(try parameter(context, "name")).presence.isUserVerified
+                )
             }
         }
 
@@ -40,7 +42,8 @@ extension ControlServer {
         router.get("/v1/keys/:name/credentials/:id") { request, context in
             try await answer {
                 try await manager.credential(
-                    try parameter(context, "name"), id: try parameter(context, "id"),
+                    try parameter(context, "name"),
+                    id: try parameter(context, "id"),
                     includePrivateKey: request.uri.queryParameters.get("privateKey") == "true"
                 )
             }

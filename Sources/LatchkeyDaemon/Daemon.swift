@@ -36,8 +36,8 @@ public struct Daemon: Sendable {
         let hub = try await DaemonTransportHub.start(plan: plan, configuration: configuration, logger: logger)
         let events = EventBus()
         let manager = KeyManager(
-            configuration: configuration, masterKey: masterKey, board: board, transports: hub, events: events,
-            logger: logger
+            configuration: configuration, masterKey: masterKey, board: board, transports: hub,
+            events: events, logger: logger
         )
         do {
             try await manager.startAll()
@@ -63,7 +63,10 @@ public struct Daemon: Sendable {
         let group = ServiceGroup(
             configuration: .init(
                 // Last, so that its graceful shutdown runs first and ends the open event streams.
-                services: [.init(service: control), .init(service: readiness), .init(service: EventStreamCloser(events: events))],
+                services: [
+                    .init(service: control), .init(service: readiness),
+                    .init(service: EventStreamCloser(events: events)),
+                ],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger
             )

@@ -209,7 +209,10 @@ public final class EventSubscription: AsyncSequence, Sendable {
             }
             state.queue.append(
                 DaemonEvent(
-                    name: .lost, key: key, time: event.time, sequence: event.sequence,
+                    name: .lost,
+                    key: key,
+                    time: event.time,
+                    sequence: event.sequence,
                     fields: ["reason": "the subscriber fell behind; events from this one on were dropped"]
                 )
             )

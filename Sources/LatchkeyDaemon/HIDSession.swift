@@ -147,7 +147,8 @@ public actor HIDSession {
     private func overridden(command: CTAPHIDCommand, request: [UInt8], response: [UInt8]) -> [UInt8]? {
         guard let hooks, hooks.overrides.hasResponseOverrides else { return response }
         let isCBOR = command == .cbor
-        let operation = isCBOR ? request.first.flatMap(OverrideOperation.init(cborCommand:)) : OverrideOperation(apdu: request)
+        let operation =
+            isCBOR ? request.first.flatMap(OverrideOperation.init(cborCommand:)) : OverrideOperation(apdu: request)
         guard let operation else { return response }
         func bogus() -> [UInt8]? {
             isCBOR
@@ -168,7 +169,10 @@ public actor HIDSession {
             }
         }
         guard let action else { return response }
-        logger.notice("override applied", metadata: ["override": "\(action.rawValue)", "operation": "\(operation.rawValue)"])
+        logger.notice(
+            "override applied",
+            metadata: ["override": "\(action.rawValue)", "operation": "\(operation.rawValue)"]
+        )
         hooks.applied(action, operation)
         switch action {
         case .bogusSignature: return bogus() ?? response

@@ -20,7 +20,10 @@ extension KeyManager {
         let entry = key.overrides.add(request.action, count: count, operations: request.operations)
         key.logger.notice(
             "override queued",
-            metadata: ["override": "\(entry.action.rawValue)", "count": "\(count)", "operations": "\(entry.operations.map(\.rawValue))"]
+            metadata: [
+                "override": "\(entry.action.rawValue)", "count": "\(count)",
+                "operations": "\(entry.operations.map(\.rawValue))",
+            ]
         )
         return entry
     }
@@ -49,7 +52,8 @@ extension KeyManager {
     /// daemon knows of.
     static func document(_ credential: StoredCredential, of key: VirtualKey) async -> CredentialDocument {
         var document = CredentialDocument(
-            credential, signCount: key.lastSignCount(of: credential.id).map { Int($0) }
+            credential,
+            signCount: key.lastSignCount(of: credential.id).map { Int($0) }
         )
         if let largeBlobKey = credential.largeBlobKey,
             let serialized = try? await key.authenticator.largeBlobArray(),
@@ -117,9 +121,16 @@ extension KeyManager {
         }
         let largeBlobKey = largeBlob == nil ? nil : SecureRandom.bytes(count: 32)
         let imported = ImportedCredential(
-            id: id, rpId: request.rpId, rpName: request.rpName, userId: userHandle ?? [],
-            userName: request.userName, userDisplayName: request.userDisplayName, privateKeyPKCS8: privateKey,
-            signCount: signCount, discoverable: resident, largeBlobKey: largeBlobKey
+            id: id,
+            rpId: request.rpId,
+            rpName: request.rpName,
+            userId: userHandle ?? [],
+            userName: request.userName,
+            userDisplayName: request.userDisplayName,
+            privateKeyPKCS8: privateKey,
+            signCount: signCount,
+            discoverable: resident,
+            largeBlobKey: largeBlobKey
         )
         let authenticator = key.authenticator
         let newId = try await administering(name) { () throws(AdministrationError) in
@@ -137,7 +148,9 @@ extension KeyManager {
         key.logger.notice("credential seeded", metadata: ["rp": "\(request.rpId)", "resident": "\(resident)"])
         guard resident else {
             return CredentialDocument(
-                nonResident: newId, rpId: request.rpId, userHandle: userHandle ?? [],
+                nonResident: newId,
+                rpId: request.rpId,
+                userHandle: userHandle ?? [],
                 algorithm: (try? CredentialPrivateKey(pkcs8: privateKey))?.algorithm.rawValue ?? 0,
                 signCount: signCount > 0 ? Int(signCount) : nil
             )
@@ -155,7 +168,9 @@ extension KeyManager {
         do {
             let serialized = try await authenticator.largeBlobArray()
             var entries = try LargeBlobEntry.entries(ofSerialized: serialized)
-            entries.append(try LargeBlobEntry.seal(blob, largeBlobKey: largeBlobKey, nonce: SecureRandom.bytes(count: 12)))
+            entries.append(
+                try LargeBlobEntry.seal(blob, largeBlobKey: largeBlobKey, nonce: SecureRandom.bytes(count: 12))
+            )
             try await authenticator.replaceLargeBlobArray(LargeBlobEntry.serialize(entries))
         } catch let error as AdministrationError {
             throw ControlError(error, key: "large blob")

@@ -59,7 +59,12 @@ enum LargeBlobEntry {
                 let sealed = try? map[int: 1]?.bytesValue(),
                 let nonce = try? map[int: 2]?.bytesValue(),
                 let size = try? map[int: 3]?.intValue(), size >= 0,
-                let compressed = try? AES256GCM.open(sealed, key: largeBlobKey, nonce: nonce, authenticating: aad(size)),
+                let compressed = try? AES256GCM.open(
+                    sealed,
+                    key: largeBlobKey,
+                    nonce: nonce,
+                    authenticating: aad(size)
+                ),
                 let blob = try? inflate(compressed, expected: size)
             else { continue }
             return blob
@@ -76,7 +81,13 @@ enum LargeBlobEntry {
         var stream = z_stream()
         guard
             deflateInit2_(
-                &stream, Z_DEFAULT_COMPRESSION, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION,
+                &stream,
+                Z_DEFAULT_COMPRESSION,
+                Z_DEFLATED,
+                -MAX_WBITS,
+                8,
+                Z_DEFAULT_STRATEGY,
+                ZLIB_VERSION,
                 Int32(MemoryLayout<z_stream>.size)
             ) == Z_OK
         else { throw Failure(description: "zlib deflateInit2 failed") }

@@ -115,7 +115,9 @@ public final class OverrideQueue: Sendable {
         return state.withLock { state in
             defer { state.next += 1 }
             let entry = OverrideDocument(
-                id: "o-\(state.next)", action: action, remaining: count,
+                id: "o-\(state.next)",
+                action: action,
+                remaining: count,
                 operations: operations ?? OverrideOperation.defaults
             )
             state.entries.append(entry)

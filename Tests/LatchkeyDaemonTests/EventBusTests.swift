@@ -93,7 +93,10 @@ struct EventBusTests {
     @Test("an event is one server-sent event: name, id, and flat JSON data")
     func serverSentEvent() throws {
         let event = DaemonEvent(
-            name: .credentialCreated, key: "ci-1", time: EventBus.timestamp(Self.fixedTime()), sequence: 7,
+            name: .credentialCreated,
+            key: "ci-1",
+            time: EventBus.timestamp(Self.fixedTime()),
+            sequence: 7,
             fields: ["rpId": "example.com", "discoverable": true, "signCount": 3, "event": "ignored"]
         )
         let text = event.serverSentEvent

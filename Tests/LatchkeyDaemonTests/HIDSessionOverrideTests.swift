@@ -56,14 +56,22 @@ struct HIDSessionOverrideTests {
     ) throws -> HIDSession {
         let authenticator = try Authenticator(
             configuration: AuthenticatorConfiguration(aaguid: [UInt8](repeating: 1, count: 16)),
-            store: MemoryCredentialStore(), presence: FixedPresence(.approved), clock: ManualClock()
+            store: MemoryCredentialStore(),
+            presence: FixedPresence(.approved),
+            clock: ManualClock()
         )
         let hooks = SessionHooks(
-            overrides: overrides, applied: { _, _ in }, drop: { outbox.drops.add(1, ordering: .relaxed) }
+            overrides: overrides,
+            applied: { _, _ in },
+            drop: { outbox.drops.add(1, ordering: .relaxed) }
         )
         return HIDSession(
-            authenticator: authenticator, presence: nil, logger: Logger(label: "test"),
-            capabilities: capabilities, hooks: hooks, send: { report in outbox.reports.withLock { $0.append(report) } }
+            authenticator: authenticator,
+            presence: nil,
+            logger: Logger(label: "test"),
+            capabilities: capabilities,
+            hooks: hooks,
+            send: { report in outbox.reports.withLock { $0.append(report) } }
         )
     }
 
@@ -71,7 +79,11 @@ struct HIDSessionOverrideTests {
     static func initialize(_ session: HIDSession, outbox: Wire) async throws -> (UInt32, UInt8) {
         let nonce: [UInt8] = [1, 2, 3, 4, 5, 6, 7, 8]
         let answers = await exchange(
-            session, outbox: outbox, channel: CTAPHIDConstants.broadcastChannel, command: .initialize, payload: nonce
+            session,
+            outbox: outbox,
+            channel: CTAPHIDConstants.broadcastChannel,
+            command: .initialize,
+            payload: nonce
         )
         let (command, payload) = try #require(answers.first)
         #expect(command == .initialize)
@@ -89,7 +101,11 @@ extension HIDSessionOverrideTests {
         let (_, fullCapabilities) = try await Self.initialize(full, outbox: outbox)
         #expect(fullCapabilities & CTAPHIDConstants.capabilityCBOR != 0)
         let u2fOutbox = Wire()
-        let u2f = try Self.session(capabilities: CTAPHIDConstants.capabilityWink, overrides: OverrideQueue(), outbox: u2fOutbox)
+        let u2f = try Self.session(
+            capabilities: CTAPHIDConstants.capabilityWink,
+            overrides: OverrideQueue(),
+            outbox: u2fOutbox
+        )
         let (channel, capabilities) = try await Self.initialize(u2f, outbox: u2fOutbox)
         #expect(capabilities & CTAPHIDConstants.capabilityCBOR == 0)
         let refused = await Self.exchange(u2f, outbox: u2fOutbox, channel: channel, command: .cbor, payload: [0x04])
@@ -103,10 +119,14 @@ extension HIDSessionOverrideTests {
         let session = try Self.session(overrides: overrides, outbox: outbox)
         let (channel, _) = try await Self.initialize(session, outbox: outbox)
         overrides.add(.malformedResponse, operations: [.getInfo])
-        let bad = try #require(await Self.exchange(session, outbox: outbox, channel: channel, command: .cbor, payload: [0x04]).first)
+        let bad = try #require(
+            await Self.exchange(session, outbox: outbox, channel: channel, command: .cbor, payload: [0x04]).first
+        )
         #expect(bad.1.first == 0)
         #expect(throws: CBORError.self) { try CBORDecoder().decode(Array(bad.1.dropFirst())) }
-        let good = try #require(await Self.exchange(session, outbox: outbox, channel: channel, command: .cbor, payload: [0x04]).first)
+        let good = try #require(
+            await Self.exchange(session, outbox: outbox, channel: channel, command: .cbor, payload: [0x04]).first
+        )
         #expect(good.1.first == 0)
         _ = try CBORDecoder().decode(Array(good.1.dropFirst()))
         #expect(overrides.entries.isEmpty)

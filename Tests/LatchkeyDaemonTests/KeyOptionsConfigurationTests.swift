@@ -24,7 +24,9 @@ struct KeyOptionsConfigurationTests {
                 prf = false
                 [[keys]]
                 name = "plain"
-                """, source: "test.toml")
+                """,
+            source: "test.toml"
+        )
         let legacy = configuration.keys[0]
         #expect(legacy.protocolMode == .u2fOnly)
         #expect(!legacy.residentKeys && legacy.userVerification && legacy.userVerified)

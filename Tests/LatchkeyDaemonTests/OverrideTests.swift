@@ -54,7 +54,12 @@ struct OverrideTests {
         let board = PresenceBoard()
         let queue = OverrideQueue()
         let broker = PresenceBroker(
-            key: "k", mode: .auto, timeoutSeconds: 30, board: board, logger: Logger(label: "test"), overrides: queue
+            key: "k",
+            mode: .auto,
+            timeoutSeconds: 30,
+            board: board,
+            logger: Logger(label: "test"),
+            overrides: queue
         )
         queue.add(.deny)
         queue.add(.timeout)
@@ -66,7 +71,9 @@ struct OverrideTests {
     @Test("bogus-signature flips the last byte of getAssertion's signature and re-encodes canonically")
     func bogusAssertion() throws {
         let signature: [UInt8] = [0x30, 0x06, 0x02, 0x01, 0x01, 0x02, 0x01, 0x02]
-        let body = CBORValue.intMap([(1, .textMap([("type", .text("public-key"))])), (2, .bytes([9, 9])), (3, .bytes(signature))])
+        let body = CBORValue.intMap([
+            (1, .textMap([("type", .text("public-key"))])), (2, .bytes([9, 9])), (3, .bytes(signature)),
+        ])
         let response = [UInt8(0)] + body.encoded()
         let tampered = try #require(ResponseTampering.bogusSignature(cbor: response, operation: .getAssertion))
         #expect(tampered.first == 0)
@@ -80,13 +87,20 @@ struct OverrideTests {
     func bogusAttestation() throws {
         let statement = CBORValue.textMap([("alg", .int(-7)), ("sig", .bytes([1, 2, 3]))])
         let body = CBORValue.intMap([(1, .text("packed")), (2, .bytes([7])), (3, statement)])
-        let tampered = try #require(ResponseTampering.bogusSignature(cbor: [0] + body.encoded(), operation: .makeCredential))
-        let sig = try CBORDecoder().decode(Array(tampered.dropFirst())).mapValue()[int: 3]?.mapValue()[text: "sig"]?.bytesValue()
+        let tampered = try #require(
+            ResponseTampering.bogusSignature(cbor: [0] + body.encoded(), operation: .makeCredential)
+        )
+        let sig = try CBORDecoder().decode(Array(tampered.dropFirst())).mapValue()[int: 3]?.mapValue()[text: "sig"]?
+            .bytesValue()
         #expect(sig == [1, 2, 2])
         let none = CBORValue.intMap([(1, .text("none")), (2, .bytes([7])), (3, .textMap([]))])
         #expect(ResponseTampering.bogusSignature(cbor: [0] + none.encoded(), operation: .makeCredential) == nil)
         #expect(ResponseTampering.bogusSignature(cbor: [0x27], operation: .getAssertion) == nil)
-        #expect(ResponseTampering.bogusSignature(apdu: [0x01, 0, 0, 0, 1, 0x30, 0x01, 0x05, 0x90, 0x00])?.suffix(3) == [0x04, 0x90, 0x00])
+        #expect(
+            ResponseTampering.bogusSignature(apdu: [0x01, 0, 0, 0, 1, 0x30, 0x01, 0x05, 0x90, 0x00])?.suffix(3) == [
+                0x04, 0x90, 0x00,
+            ]
+        )
         #expect(ResponseTampering.bogusSignature(apdu: [0x69, 0x85]) == nil)
     }
 

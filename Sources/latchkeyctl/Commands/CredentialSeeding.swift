@@ -62,11 +62,18 @@ extension Credentials {
                 }
                 blob = Self.base64url(data)
             }
-            let id = credentialId.map(Delete.base64url) ?? Self.base64url(Data((0..<32).map { _ in UInt8.random(in: 0...255) }))
+            let id =
+                credentialId.map(Delete.base64url)
+                ?? Self.base64url(Data((0..<32).map { _ in UInt8.random(in: 0...255) }))
             let body = WebDriverCredential(
-                credentialId: id, isResidentCredential: !nonResident, rpId: rpId,
-                privateKey: Self.base64url(pkcs8), userHandle: userHandle.map(Delete.base64url),
-                signCount: signCount, largeBlob: blob, userName: userName
+                credentialId: id,
+                isResidentCredential: !nonResident,
+                rpId: rpId,
+                privateKey: Self.base64url(pkcs8),
+                userHandle: userHandle.map(Delete.base64url),
+                signCount: signCount,
+                largeBlob: blob,
+                userName: userName
             )
             let response = try global.client().post(ControlPath.credentials(key: key), json: body)
             try global.show(response, as: CredentialInfo.self) { credential in
@@ -81,7 +88,10 @@ extension Credentials {
             }
             guard let text = String(data: data, encoding: .utf8), text.contains("-----BEGIN") else { return data }
             guard text.contains("-----BEGIN PRIVATE KEY-----") else {
-                throw CtlError(.usage, "\(path) is PEM but not PKCS#8 (\"BEGIN PRIVATE KEY\"); convert it with openssl pkcs8 -topk8 -nocrypt")
+                throw CtlError(
+                    .usage,
+                    "\(path) is PEM but not PKCS#8 (\"BEGIN PRIVATE KEY\"); convert it with openssl pkcs8 -topk8 -nocrypt"
+                )
             }
             let body = text.components(separatedBy: "\n").filter { !$0.hasPrefix("-----") }.joined()
             guard let der = Data(base64Encoded: body.trimmingCharacters(in: .whitespacesAndNewlines)) else {
@@ -115,7 +125,8 @@ extension Credentials {
         var privateKey = false
 
         func run() throws {
-            let path = ControlPath.credential(key: key, id: Delete.base64url(id)) + (privateKey ? "?privateKey=true" : "")
+            let path =
+                ControlPath.credential(key: key, id: Delete.base64url(id)) + (privateKey ? "?privateKey=true" : "")
             let response = try global.client().get(path)
             try global.show(response, as: WebDriverCredential.self) { credential in
                 Table.fields([

@@ -120,10 +120,15 @@ struct EventStreamReader {
                 buffer.removeFirst(end + 4)
                 let lines = text.components(separatedBy: "\r\n")
                 let status = lines.first.flatMap { Int($0.split(separator: " ").dropFirst().first ?? "") } ?? 0
-                let chunked = lines.contains { $0.lowercased().hasPrefix("transfer-encoding:") && $0.lowercased().contains("chunked") }
+                let chunked = lines.contains {
+                    $0.lowercased().hasPrefix("transfer-encoding:") && $0.lowercased().contains("chunked")
+                }
                 guard status == 200 else {
                     let message = String(decoding: buffer.prefix(300), as: UTF8.self)
-                    throw CtlError(status == 404 ? .notFound : .refused, "latchkeyd refused GET \(path): HTTP \(status) \(Sanitize.inline(message))")
+                    throw CtlError(
+                        status == 404 ? .notFound : .refused,
+                        "latchkeyd refused GET \(path): HTTP \(status) \(Sanitize.inline(message))"
+                    )
                 }
                 head = (status, chunked)
             }

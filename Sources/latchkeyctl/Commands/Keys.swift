@@ -77,7 +77,10 @@ struct Keys: ParsableCommand {
         @Flag(inversion: .prefixedNo, help: "Export the key over USB/IP.")
         var usbip = true
 
-        @Option(name: .customLong("protocol"), help: ArgumentHelp("ctap2.1 (default) or u2f-only.", valueName: "protocol"))
+        @Option(
+            name: .customLong("protocol"),
+            help: ArgumentHelp("ctap2.1 (default) or u2f-only.", valueName: "protocol")
+        )
         var protocolName: String?
 
         @Flag(inversion: .prefixedNo, help: "Offer discoverable credentials (default: yes).")
