@@ -128,13 +128,15 @@ public final class EventBus: Sendable {
     /// key it concerns (nil: daemon-wide). Never waits.
     public func publish(_ name: EventName, key: String?, _ fields: [String: EventValue] = [:]) {
         let time = Self.timestamp(now())
-        let (event, subscribers) = state.withLock { state in
-            defer { state.next += 1 }
+        // Offered under the bus's lock, so that every subscriber sees events in
+        // sequence order even when keys publish at once. Offering only takes
+        // the subscriber's own lock and never waits.
+        state.withLock { state in
             let event = DaemonEvent(name: name, key: key, time: time, sequence: state.next, fields: fields)
-            return (event, Array(state.subscribers.values))
-        }
-        for subscriber in subscribers where subscriber.wants(event) {
-            if !subscriber.offer(event) { remove(subscriber) }
+            state.next += 1
+            for (id, subscriber) in state.subscribers where subscriber.wants(event) {
+                if !subscriber.offer(event) { state.subscribers[id] = nil }
+            }
         }
     }
 

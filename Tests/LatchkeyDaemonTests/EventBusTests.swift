@@ -29,6 +29,22 @@ struct EventBusTests {
         }
     }
 
+    @Test("events published from many tasks at once arrive in sequence order")
+    func concurrentPublishers() async {
+        let bus = EventBus(bufferSize: 4096)
+        let subscription = bus.subscribe()
+        await withTaskGroup(of: Void.self) { group in
+            for key in 0..<8 {
+                group.addTask { for _ in 0..<200 { bus.publish(.credentialAsserted, key: "k\(key)") } }
+            }
+        }
+        bus.close()
+        var sequences: [UInt64] = []
+        for await event in subscription { sequences.append(event.sequence) }
+        #expect(sequences.count == 1600)
+        #expect(sequences == sequences.sorted())
+    }
+
     @Test("a subscription to one key sees its events and daemon-wide ones only")
     func keyFilter() async {
         let bus = EventBus()
