@@ -181,7 +181,7 @@ public actor HIDSession {
             close()
             hooks.drop()
             return nil
-        case .deny, .timeout, .uvFalse: return response
+        case .approve, .deny, .timeout, .uvFalse: return response
         }
     }
 

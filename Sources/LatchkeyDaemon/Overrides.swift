@@ -1,6 +1,6 @@
 // CI overrides: the outcome of a key's next N operations, queued through the
 // control API (POST /v1/keys/{name}/overrides). Two stages consume them:
-// the presence decision (deny, timeout, uv-false: PresenceBroker) and the
+// the presence decision (approve, deny, timeout, uv-false: PresenceBroker) and the
 // transport, on the engine's response (bogus-signature, malformed-response,
 // drop-connection: HIDSession). `ResponseTampering` holds the response
 // rewrites; they are pure functions of the response bytes.
@@ -11,6 +11,9 @@ import Synchronization
 
 /// What an override does to the operation it catches.
 public enum OverrideAction: String, Codable, Sendable, CaseIterable {
+    /// The presence decision approves at once, whatever the mode (a key in
+    /// prompt or deny mode lets the next operations through).
+    case approve
     /// The presence decision refuses: CTAP2_ERR_OPERATION_DENIED.
     case deny
     /// The presence decision times out at once: CTAP2_ERR_USER_ACTION_TIMEOUT.
@@ -29,7 +32,7 @@ public enum OverrideAction: String, Codable, Sendable, CaseIterable {
     /// Where the action takes effect.
     var stage: OverrideStage {
         switch self {
-        case .deny, .timeout, .uvFalse: .presence
+        case .approve, .deny, .timeout, .uvFalse: .presence
         case .bogusSignature, .malformedResponse, .dropConnection: .response
         }
     }

@@ -201,6 +201,7 @@ public final class PresenceBroker: UserPresence {
             $0 != .uvFalse || request.userVerification
         }
         switch (override, settings.mode) {
+        case (.approve?, _): outcome = .approved
         case (.deny?, _): outcome = .denied
         case (.timeout?, _): outcome = .timedOut
         case (.uvFalse?, _): outcome = .approved

@@ -63,9 +63,15 @@ struct OverrideTests {
         )
         queue.add(.deny)
         queue.add(.timeout)
+        queue.add(.approve)
+        broker.update(mode: .deny, timeoutSeconds: nil)
         #expect(await broker.requestPresence(PresenceRequest(operation: .makeCredential)) == .denied)
         #expect(await broker.requestPresence(PresenceRequest(operation: .u2fAuthenticate)) == .timedOut)
-        #expect(await broker.requestPresence(PresenceRequest(operation: .getAssertion)) == .approved)
+        #expect(
+            await broker.requestPresence(PresenceRequest(operation: .getAssertion)) == .approved,
+            "approve, in deny mode"
+        )
+        #expect(await broker.requestPresence(PresenceRequest(operation: .getAssertion)) == .denied, "the mode again")
     }
 
     @Test("bogus-signature flips the last byte of getAssertion's signature and re-encodes canonically")

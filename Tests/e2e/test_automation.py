@@ -724,3 +724,15 @@ def test_latchkeyctl_seeds_and_shows_a_credential(latchkeyctl, usb, control, key
         == private_key.private_numbers()
     missing = latchkeyctl("credentials", "add", key["name"], "--rp-id", rp.RP_ID, "--private-key", str(tmp_path / "none"))
     assert missing.returncode == 64
+
+
+def test_approve_override_lets_a_prompt_key_through(usb, control, key):
+    name = key["name"]
+    control.put(f"/v1/keys/{name}/presence", {"mode": "prompt", "timeoutSeconds": 2})
+    control.post(f"/v1/keys/{name}/overrides", {"action": "approve"}, expect=201)
+    ctap = ctap2(usb, key)
+    assert make_credential(ctap).fmt == "packed", "approved without anyone answering"
+    assert control.pending(name) == []
+    with pytest.raises(CtapError) as timed_out:
+        make_credential(ctap)
+    assert timed_out.value.code == CtapError.ERR.USER_ACTION_TIMEOUT, "the prompt mode again"

@@ -7,8 +7,8 @@ struct Overrides: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Queue, list and clear overrides of a key's next operations (CI fault injection).",
         discussion: """
-            An override decides the next COUNT operations it catches: deny, timeout \
-            and uv-false answer the presence decision; bogus-signature, \
+            An override decides the next COUNT operations it catches: approve, deny, \
+            timeout and uv-false answer the presence decision; bogus-signature, \
             malformed-response and drop-connection act on the key's response.
 
             Examples:
@@ -29,7 +29,7 @@ struct Overrides: ParsableCommand {
         @OptionGroup var global: GlobalOptions
         @OptionGroup var key: KeyOption
 
-        @Argument(help: "deny, timeout, uv-false, bogus-signature, malformed-response or drop-connection.")
+        @Argument(help: "approve, deny, timeout, uv-false, bogus-signature, malformed-response or drop-connection.")
         var action: String
 
         @Option(help: ArgumentHelp("How many operations it acts on.", valueName: "n"))
