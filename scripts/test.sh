@@ -22,7 +22,10 @@ as_root() {
 }
 
 install_deps() {
-    local apt_packages=(libssl-dev libudev-dev libsqlite3-dev zlib1g-dev pkg-config python3 python3-pip clang systemd)
+    # dbus, libglib2.0-bin (gdbus) and python3-gi: a private session bus and a fake
+    # notification server for the desktop-notification tests.
+    local apt_packages=(libssl-dev libudev-dev libsqlite3-dev zlib1g-dev pkg-config python3 python3-pip clang systemd
+        dbus libglib2.0-bin python3-gi)
     local missing=()
     for package in "${apt_packages[@]}"; do
         dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")

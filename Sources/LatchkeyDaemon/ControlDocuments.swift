@@ -41,18 +41,19 @@ public struct KeyOptionsDocument: Codable, Sendable, Equatable {
     public var `protocol`: String
     public var hasResidentKey: Bool
     public var hasUserVerification: Bool
-    /// What built-in user verification answers.
+    /// Whether built-in user verification may succeed (the policy's
+    /// user-verification decides how).
     public var isUserVerified: Bool
     public var hasLargeBlob: Bool
     public var hasCredBlob: Bool
     public var hasMinPinLength: Bool
     public var hasPrf: Bool
 
-    init(_ key: KeyConfiguration, isUserVerified: Bool) {
+    init(_ key: KeyConfiguration, presence: PresenceBroker) {
         `protocol` = key.protocolMode.rawValue
         hasResidentKey = key.residentKeys
-        hasUserVerification = key.userVerification
-        self.isUserVerified = isUserVerified
+        hasUserVerification = presence.builtInUserVerification
+        isUserVerified = presence.builtInUserVerification && presence.isUserVerified
         hasLargeBlob = key.largeBlobs
         hasCredBlob = key.credBlob
         hasMinPinLength = key.minPinLength
@@ -76,11 +77,18 @@ public struct CreateKeyRequest: Codable, Sendable {
     public var uhid: Bool?
     public var usbip: Bool?
     public var attestation: String?
+    /// The key's changes to the daemon's `[policy]`, as in `[keys.policy]`.
+    public var policy: PolicyOverrides?
     /// "ctap2.1" (default) or "u2f-only"; WebDriver's "ctap2", "ctap2_1" and
     /// "ctap1/u2f" are accepted too.
     public var `protocol`: String?
     public var hasResidentKey: Bool?
+    /// Built-in user verification: true sets the policy's user-verification
+    /// to auto (presence auto) or prompt, false to deny, unless `policy`
+    /// names it.
     public var hasUserVerification: Bool?
+    /// Whether built-in user verification may succeed (default true: the
+    /// policy decides); false makes it fail.
     public var isUserVerified: Bool?
     /// WebDriver's isUserConsenting: false makes the presence mode `deny`
     /// unless `presence` says otherwise.

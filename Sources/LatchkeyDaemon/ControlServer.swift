@@ -23,6 +23,7 @@ struct ControlServer {
     func application() -> some ApplicationProtocol {
         let router = Router(context: BasicRequestContext.self)
         addRoutes(to: router)
+        addPolicyRoutes(to: router)
         let socketPath = self.socketPath
         let logger = self.logger
         let listening = self.listening

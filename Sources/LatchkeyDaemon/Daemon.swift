@@ -32,7 +32,7 @@ public struct Daemon: Sendable {
         let masterKey = try loadMasterKey()
 
         let plan = TransportPlan.decide(configuration, logger: logger)
-        let board = PresenceBoard()
+        let board = PresenceBoard(notifier: DesktopNotifier(logger: logger))
         let hub = try await DaemonTransportHub.start(plan: plan, configuration: configuration, logger: logger)
         let events = EventBus()
         let manager = KeyManager(
@@ -79,6 +79,7 @@ public struct Daemon: Sendable {
         SystemdNotifier().notify("STOPPING=1")
         await manager.detachAll()
         await hub.shutdown()
+        board.notifier?.shutdown()
         unlink(configuration.controlSocket)
         logger.info("stopped")
     }

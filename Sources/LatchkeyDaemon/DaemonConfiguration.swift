@@ -59,10 +59,10 @@ public struct KeyConfiguration: Sendable, Equatable {
     public var protocolMode: ProtocolMode = .ctap21
     /// Discoverable credentials (getInfo rk).
     public var residentKeys = true
-    /// Built-in user verification (getInfo uv); what it answers is `userVerified`.
-    public var userVerification = false
-    /// Whether built-in user verification succeeds (WebDriver isUserVerified).
-    public var userVerified = false
+    /// Whether built-in user verification may succeed (WebDriver's
+    /// isUserVerified, set through the control API); whether the key offers
+    /// it at all, and how, is the policy's user-verification.
+    public var userVerified = true
     /// authenticatorLargeBlobs and the largeBlobKey extension.
     public var largeBlobs = true
     /// The credBlob extension.
@@ -71,6 +71,8 @@ public struct KeyConfiguration: Sendable, Equatable {
     public var minPinLength = true
     /// hmac-secret (and hmac-secret-mc), which WebAuthn's PRF uses.
     public var prf = true
+    /// This key's changes to the daemon's `[policy]`.
+    public var policy = PolicyOverrides()
 
     public init(name: String) { self.name = name }
 
@@ -107,6 +109,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var presenceTimeoutSeconds: Int = 30
     /// How long after a key powers up authenticatorReset is allowed.
     public var resetWindowSeconds: Int = 10
+    /// Consent policy of every key (`[policy]`); keys override it.
+    public var policy = PolicySettings()
     /// The keys. An empty list means one key named "default".
     public var keys: [KeyConfiguration] = [KeyConfiguration(name: "default")]
 
@@ -157,6 +161,17 @@ public struct DaemonConfiguration: Sendable, Equatable {
         # mode = "prompt"           # auto | prompt | deny
         # timeout-seconds = 30      # a prompted request fails with CTAP2_ERR_USER_ACTION_TIMEOUT after this
 
+        [policy]
+        # user-verification = "deny"         # deny | prompt | auto: built-in UV when a platform asks for it; auto needs presence auto
+        # notifications = true               # desktop notifications with Allow/Deny for prompts (session D-Bus, gdbus)
+        # conditional-registration = true    # password-used signals let a makeCredential for that (rp, user) through silently
+        # signal-window-seconds = 300        # how long a password-used signal stays usable (once)
+        # on-mismatch = "fallback"           # fallback (presence mode decides) | deny (CTAP2_ERR_OPERATION_DENIED at once)
+        # allow-rp-ids = []                  # RPs that may be registered conditionally ("example.com", "*.example.com"); empty: all
+        # deny-rp-ids = []                   # RPs never registered conditionally; wins over allow-rp-ids
+        # require-pin = false                # conditional registration only once the key has a PIN
+        # rate-limit-per-hour = 3            # conditional registrations per RP in any hour
+
         # One [[keys]] table per virtual key; without any, one key named "default".
         # [[keys]]
         # name = "default"
@@ -170,12 +185,12 @@ public struct DaemonConfiguration: Sendable, Equatable {
         # attestation = "batch"     # batch | self | none
         # protocol = "ctap2.1"      # ctap2.1 | u2f-only
         # resident-keys = true      # discoverable credentials (getInfo rk)
-        # user-verification = false # built-in user verification (getInfo uv): for CI rigs, not for a person's key
-        # user-verified = false     # what built-in user verification answers
         # large-blob = true         # authenticatorLargeBlobs and largeBlobKey
         # cred-blob = true          # the credBlob extension
         # min-pin-length = true     # the minPinLength extension
         # prf = true                # hmac-secret and hmac-secret-mc (WebAuthn PRF)
+        # [keys.policy]             # any [policy] key, for this key only
+        # user-verification = "deny"
         """
 
     /// Applies a TOML document on top of this configuration.
@@ -207,6 +222,9 @@ public struct DaemonConfiguration: Sendable, Equatable {
             if let value = try section.int("timeout-seconds") { presenceTimeoutSeconds = value }
             try section.finish()
         }
+        if var section = try reader.table("policy") {
+            policy = try section.policyOverrides().applied(to: policy)
+        }
         if let tables = try reader.tables("keys") {
             var parsed: [KeyConfiguration] = []
             for var section in tables {
@@ -223,6 +241,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
                 if let value = try section.string("manufacturer") { key.manufacturer = value }
                 if let value = try section.string("attestation") { key.attestation = value }
                 try section.features(into: &key)
+                if var policy = try section.table("policy") { key.policy = try policy.policyOverrides() }
                 try section.finish()
                 parsed.append(key)
             }
@@ -253,6 +272,11 @@ public struct DaemonConfiguration: Sendable, Equatable {
             guard seen.insert(key.name).inserted else { throw ConfigurationError("two keys are named \"\(key.name)\"") }
             guard ["batch", "self", "none"].contains(key.attestation) else {
                 throw ConfigurationError("key \(key.name): attestation must be batch, self or none")
+            }
+            do {
+                try key.policy.applied(to: policy).validate(mode: key.presence ?? presence)
+            } catch {
+                throw ConfigurationError("key \(key.name): policy: \(error.message)")
             }
         }
     }
@@ -311,7 +335,7 @@ struct TableReader {
         self.path = path
     }
 
-    private mutating func value(_ key: String) -> (any TOMLValueConvertible)? {
+    mutating func value(_ key: String) -> (any TOMLValueConvertible)? {
         seen.insert(key)
         return table[key]
     }
@@ -360,8 +384,6 @@ struct TableReader {
             key.protocolMode = mode
         }
         if let value = try bool("resident-keys") { key.residentKeys = value }
-        if let value = try bool("user-verification") { key.userVerification = value }
-        if let value = try bool("user-verified") { key.userVerified = value }
         if let value = try bool("large-blob") { key.largeBlobs = value }
         if let value = try bool("cred-blob") { key.credBlob = value }
         if let value = try bool("min-pin-length") { key.minPinLength = value }

@@ -273,3 +273,12 @@ public final class EventSubscription: AsyncSequence, Sendable {
 
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(subscription: self) }
 }
+
+/// The policy publishes through its own small protocol (PolicyDecisionLog.swift)
+/// so that it does not depend on the bus; this connects the two. Its fields
+/// are text, and stay text on the stream.
+extension EventBus: PolicyEventSink {
+    public func publish(_ event: PolicyEvent) {
+        publish(EventName(rawValue: event.type), key: event.key, event.fields.mapValues { .string($0) })
+    }
+}

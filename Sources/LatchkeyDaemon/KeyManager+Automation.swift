@@ -14,8 +14,8 @@ extension KeyManager {
         if let operations = request.operations, operations.isEmpty {
             throw .badRequest("operations, when given, lists at least one operation")
         }
-        if request.action == .uvFalse, !key.configuration.userVerification {
-            throw .badRequest("uv-false needs a key with built-in user verification (hasUserVerification)")
+        if request.action == .uvFalse, !key.presence.builtInUserVerification {
+            throw .badRequest("uv-false needs a key with built-in user verification (hasUserVerification, or a policy user-verification other than deny)")
         }
         let entry = key.overrides.add(request.action, count: count, operations: request.operations)
         key.logger.notice(

@@ -73,7 +73,7 @@ actor KeyManager {
                 let request = try? JSONDecoder().decode(CreateKeyRequest.self, from: data)
             else { continue }
             do {
-                try await open(Self.keyConfiguration(request), fromConfiguration: false)
+                try await open(Self.keyConfiguration(request, defaultPresence: configuration.presence), fromConfiguration: false)
             } catch {
                 logger.error("cannot open key created earlier", metadata: ["key": "\(name)", "error": "\(error)"])
             }
@@ -103,15 +103,21 @@ actor KeyManager {
         return managed
     }
 
-    static func keyConfiguration(_ request: CreateKeyRequest) -> KeyConfiguration {
+    static func keyConfiguration(_ request: CreateKeyRequest, defaultPresence: PresenceMode) -> KeyConfiguration {
         var key = KeyConfiguration(name: request.name)
         key.presence = request.presence ?? (request.isUserConsenting == false ? .deny : nil)
         key.uhid = request.uhid ?? true
         key.usbip = request.usbip ?? true
         if let attestation = request.attestation { key.attestation = attestation }
+        if let policy = request.policy { key.policy = policy }
         key.protocolMode = CreateKeyRequest.protocolMode(request.protocol) ?? .ctap21
         if let value = request.hasResidentKey { key.residentKeys = value }
-        if let value = request.hasUserVerification { key.userVerification = value }
+        // WebDriver's hasUserVerification is the policy's user-verification,
+        // unless the request's policy names it: silent in auto mode, a
+        // person's approval otherwise (a person is never verified silently).
+        if let value = request.hasUserVerification, key.policy.userVerification == nil {
+            key.policy.userVerification = value ? ((key.presence ?? defaultPresence) == .auto ? .auto : .prompt) : .deny
+        }
         if let value = request.isUserVerified { key.userVerified = value }
         if let value = request.hasLargeBlob { key.largeBlobs = value }
         if let value = request.hasCredBlob { key.credBlob = value }
@@ -142,7 +148,7 @@ actor KeyManager {
             credentials: (try? managed.key.store.credentialCount()) ?? 0,
             uhid: await managed.attachment.uhidStatus(),
             usbip: await managed.attachment.usbipStatus(),
-            options: KeyOptionsDocument(managed.key.configuration, isUserVerified: managed.key.presence.isUserVerified)
+            options: KeyOptionsDocument(managed.key.configuration, presence: managed.key.presence)
         )
     }
 
@@ -157,7 +163,15 @@ actor KeyManager {
         guard CreateKeyRequest.protocolMode(request.protocol) != nil else {
             throw .badRequest("protocol must be ctap2.1 or u2f-only")
         }
-        let key = Self.keyConfiguration(request)
+        if let has = request.hasUserVerification, let named = request.policy?.userVerification, has != (named != .deny) {
+            throw .badRequest("hasUserVerification \(has) contradicts the policy's userVerification \"\(named.rawValue)\"")
+        }
+        let key = Self.keyConfiguration(request, defaultPresence: configuration.presence)
+        do throws(ConfigurationError) {
+            try key.policy.applied(to: configuration.policy).validate(mode: key.presence ?? configuration.presence)
+        } catch {
+            throw .badRequest("policy: \(error.message)")
+        }
         let directory = "\(keysDirectory)/\(key.name)"
         do {
             try FileManager.default.createDirectory(

@@ -1,9 +1,12 @@
-// User presence for the daemon's keys: the mode of each key decides, and in
-// `prompt` mode a request waits, visible through the control API, until it is
-// approved, denied, times out, or the host cancels it (CTAPHID_CANCEL cancels
-// the engine's task, which ends the wait). A key's queued CI overrides of
-// the presence stage (deny, timeout, uv-false) answer before the mode does;
-// every request and answer is published on the event bus.
+// User presence for the daemon's keys: each key's policy (Policy.swift)
+// decides from its presence mode, its password-used signals and its
+// settings; in `prompt` mode a request waits, visible through the control
+// API (and as a desktop notification), until it is approved, denied, times
+// out, or the host cancels it (CTAPHID_CANCEL cancels the engine's task,
+// which ends the wait). Every decision is recorded with its reason. A key's
+// queued CI overrides of the presence stage (approve, deny, timeout,
+// uv-false) answer before the policy does, and every request and answer is
+// published on the event bus.
 
 import CTAP
 import Foundation
@@ -22,6 +25,9 @@ public struct PendingPresence: Sendable, Equatable, Codable {
     public var rpId: String?
     /// The user name, when known.
     public var userName: String?
+    /// The platform asked for built-in user verification: approving grants it
+    /// when the key's policy lets a person do so.
+    public var userVerification: Bool
     /// How long it has waited, in milliseconds.
     public var ageMs: Int
     /// How long until it times out, in milliseconds.
@@ -37,12 +43,27 @@ public final class PresenceBoard: Sendable {
         var request: PresenceRequest
         var created: ContinuousClock.Instant
         var deadline: ContinuousClock.Instant
-        var continuation: CheckedContinuation<PresenceOutcome, Never>
+        var continuation: CheckedContinuation<PresenceAnswer, Never>
     }
 
     private let state = Mutex<(next: Int, entries: [Entry])>((1, []))
+    /// Desktop notifications for prompts, when the daemon has them.
+    let notifier: DesktopNotifier?
 
-    public init() {}
+    public init() { notifier = nil }
+
+    /// A board whose prompts also show as desktop notifications, which answer them.
+    init(notifier: DesktopNotifier) {
+        self.notifier = notifier
+        notifier.setActionHandler { [weak self] id, action in
+            guard let self else { return }
+            switch action {
+            case "allow": self.answer(id, .approved, by: "the desktop notification")
+            case "deny": self.answer(id, .denied, by: "the desktop notification")
+            default: break
+            }
+        }
+    }
 
     /// Every pending request, oldest first.
     public func pending() -> [PendingPresence] {
@@ -50,8 +71,12 @@ public final class PresenceBoard: Sendable {
         return state.withLock { state in
             state.entries.map { entry in
                 PendingPresence(
-                    id: entry.id, key: entry.key, operation: entry.request.operation.rawValue,
-                    rpId: entry.request.rpId, userName: entry.request.userName,
+                    id: entry.id,
+                    key: entry.key,
+                    operation: entry.request.operation.rawValue,
+                    rpId: entry.request.rpId,
+                    userName: entry.request.userName,
+                    userVerification: entry.request.userVerification,
                     ageMs: milliseconds(entry.created.duration(to: now)),
                     expiresInMs: max(0, milliseconds(now.duration(to: entry.deadline)))
                 )
@@ -60,34 +85,45 @@ public final class PresenceBoard: Sendable {
     }
 
     /// Answers the request `id`; false when there is no such request.
+    /// `by` names who answered, for the decision's reason.
     @discardableResult
-    public func answer(_ id: String, _ outcome: PresenceOutcome) -> Bool {
+    public func answer(_ id: String, _ outcome: PresenceOutcome, by: String = "the control API") -> Bool {
         guard let entry = remove(id) else { return false }
-        entry.continuation.resume(returning: outcome)
+        entry.continuation.resume(returning: PresenceAnswer(outcome: outcome, by: by))
         return true
     }
 
     /// Answers every pending request of `key` (used when a key is deleted or
     /// its mode changes away from prompt).
-    func answerAll(key: String, _ outcome: PresenceOutcome) {
+    func answerAll(key: String, _ outcome: PresenceOutcome, by: String = "the daemon") {
         let entries = state.withLock { state in
             let matching = state.entries.filter { $0.key == key }
             state.entries.removeAll { $0.key == key }
             return matching
         }
-        for entry in entries { entry.continuation.resume(returning: outcome) }
+        for entry in entries { entry.continuation.resume(returning: PresenceAnswer(outcome: outcome, by: by)) }
     }
 
-    /// Waits for an answer to `request` for at most `timeout`.
-    func wait(key: String, request: PresenceRequest, timeout: Duration, logger: Logger) async -> PresenceOutcome {
-        let id = state.withLock { state -> String in
+    /// A fresh request id ("p-1", "p-2", …).
+    func nextID() -> String {
+        state.withLock { state -> String in
             defer { state.next += 1 }
             return "p-\(state.next)"
         }
-        if Task.isCancelled { return .cancelled }
+    }
+
+    /// Waits for an answer to `request` for at most `timeout`.
+    func wait(
+        id: String,
+        key: String,
+        request: PresenceRequest,
+        timeout: Duration,
+        logger: Logger
+    ) async -> PresenceAnswer {
+        if Task.isCancelled { return PresenceAnswer(outcome: .cancelled, by: "the host (CTAPHID_CANCEL)") }
         let timer = Task {
             try? await Task.sleep(for: timeout)
-            if !Task.isCancelled, self.answer(id, .timedOut) {
+            if !Task.isCancelled, self.answer(id, .timedOut, by: "nobody in \(timeout)") {
                 logger.info("presence request timed out", metadata: ["request": "\(id)"])
             }
         }
@@ -98,7 +134,11 @@ public final class PresenceBoard: Sendable {
                 state.withLock { state in
                     state.entries.append(
                         Entry(
-                            id: id, key: key, request: request, created: now, deadline: now + timeout,
+                            id: id,
+                            key: key,
+                            request: request,
+                            created: now,
+                            deadline: now + timeout,
                             continuation: continuation
                         )
                     )
@@ -111,10 +151,10 @@ public final class PresenceBoard: Sendable {
                     ]
                 )
                 // A cancellation that raced ahead of the append must still end the wait.
-                if Task.isCancelled { self.answer(id, .cancelled) }
+                if Task.isCancelled { self.answer(id, .cancelled, by: "the host (CTAPHID_CANCEL)") }
             }
         } onCancel: {
-            self.answer(id, .cancelled)
+            self.answer(id, .cancelled, by: "the host (CTAPHID_CANCEL)")
         }
     }
 
@@ -126,7 +166,32 @@ public final class PresenceBoard: Sendable {
     }
 }
 
-/// One key's presence decisions: its mode, its timeout, and the board for prompts.
+/// An answer to a prompt and who gave it.
+struct PresenceAnswer: Sendable, Equatable {
+    var outcome: PresenceOutcome
+    /// "the control API", "the desktop notification", "nobody in 30 seconds", …
+    var by: String
+}
+
+/// What the broker asks the key about, for conditional registration. Bound
+/// after the key's engine exists (the engine needs the broker first).
+public struct KeyFacts: Sendable {
+    /// IDs of the key's discoverable credentials for (rpId, userName or userId).
+    public var passkeys: @Sendable (_ rpId: String, _ userName: String, _ userId: [UInt8]?) async -> [[UInt8]]?
+    /// Whether a PIN is set; nil when it cannot be read.
+    public var pinSet: @Sendable () async -> Bool?
+
+    public init(
+        passkeys: @escaping @Sendable (String, String, [UInt8]?) async -> [[UInt8]]?,
+        pinSet: @escaping @Sendable () async -> Bool?
+    ) {
+        self.passkeys = passkeys
+        self.pinSet = pinSet
+    }
+}
+
+/// One key's presence decisions: its mode, its timeout, its policy, the
+/// board for prompts and the record of what it decided.
 public final class PresenceBroker: UserPresence {
     /// The key's mode and prompt timeout.
     public struct Settings: Sendable, Equatable {
@@ -137,11 +202,23 @@ public final class PresenceBroker: UserPresence {
     let key: String
     let board: PresenceBoard
     let logger: Logger
+    /// The last decisions, for `GET /v1/keys/{name}/policy/decisions`.
+    public let decisions = PolicyDecisionLog()
+    private let settings: Mutex<Settings>
+    private let policy: Mutex<PolicyEngine>
+    private let facts = Mutex<KeyFacts?>(nil)
+    private let events: Mutex<any PolicyEventSink>
+    private let clock: any MonotonicClock
+    /// Whether the key's engine offers built-in UV (getInfo's uv), fixed
+    /// when the key starts from its configured user-verification.
+    let builtInUserVerification: Bool
+    /// How long a conditional registration is watched for its credential.
+    static let creationWatch: Duration = .seconds(5)
     /// The key's CI overrides.
     let overrides: OverrideQueue
-    let events: EventBus?
-    private let settings: Mutex<Settings>
-    private let userVerified = Mutex(false)
+    /// Where presence.requested, presence.answered and override.applied go.
+    let eventBus: EventBus?
+    private let userVerified = Mutex(true)
 
     init(
         key: String,
@@ -149,19 +226,36 @@ public final class PresenceBroker: UserPresence {
         timeoutSeconds: Int,
         board: PresenceBoard,
         logger: Logger,
+        policy: PolicySettings = PolicySettings(),
+        builtInUserVerification: Bool = false,
+        events: (any PolicyEventSink)? = nil,
+        clock: any MonotonicClock = SystemMonotonicClock(),
         overrides: OverrideQueue = OverrideQueue(),
-        events: EventBus? = nil
+        eventBus: EventBus? = nil
     ) {
+        self.builtInUserVerification = builtInUserVerification
+        self.overrides = overrides
+        self.eventBus = eventBus
         self.key = key
         self.board = board
         self.logger = logger
-        self.overrides = overrides
-        self.events = events
         self.settings = Mutex(Settings(mode: mode, timeoutSeconds: timeoutSeconds))
+        self.policy = Mutex(PolicyEngine(settings: policy))
+        self.events = Mutex(events ?? LoggingPolicyEventSink(logger: logger))
+        self.clock = clock
     }
 
     /// The current mode and timeout.
     public var current: Settings { settings.withLock { $0 } }
+
+    /// The current policy settings.
+    public var policySettings: PolicySettings { policy.withLock { $0.settings } }
+
+    /// Connects the key's facts (its store and PIN state).
+    func bind(facts: KeyFacts) { self.facts.withLock { $0 = facts } }
+
+    /// Sends the policy's events to `sink` from now on (the daemon's event bus).
+    public func connect(events sink: any PolicyEventSink) { events.withLock { $0 = sink } }
 
     /// Changes the mode and/or timeout. Leaving `prompt` answers the waiting
     /// requests as the new mode would.
@@ -171,14 +265,59 @@ public final class PresenceBroker: UserPresence {
             if let timeoutSeconds { settings.timeoutSeconds = timeoutSeconds }
         }
         switch mode {
-        case .auto: board.answerAll(key: key, .approved)
-        case .deny: board.answerAll(key: key, .denied)
+        case .auto: board.answerAll(key: key, .approved, by: "presence mode auto (set while waiting)")
+        case .deny: board.answerAll(key: key, .denied, by: "presence mode deny (set while waiting)")
         case .prompt, nil: break
         }
     }
 
-    /// What the key's built-in user verification answers (WebDriver's
-    /// isUserVerified); only asked when the key has built-in UV.
+    /// Changes the policy; the result must pass `PolicySettings.validate`
+    /// for the key's current mode, and keep user-verification on the side of
+    /// `deny` the engine was started on (getInfo's uv cannot change while a
+    /// host may have read it), else nothing changes.
+    public func update(policy overrides: PolicyOverrides) throws(ConfigurationError) -> PolicySettings {
+        let mode = current.mode
+        let builtIn = builtInUserVerification
+        return try policy.withLock { (engine: inout PolicyEngine) throws(ConfigurationError) -> PolicySettings in
+            let updated = overrides.applied(to: engine.settings)
+            try updated.validate(mode: mode)
+            if (updated.userVerification != .deny) != builtIn {
+                throw ConfigurationError(
+                    builtIn
+                        ? "user-verification cannot become \"deny\" on a key started with built-in UV (its getInfo says uv)"
+                        : "the key was started without built-in UV (user-verification \"deny\"); create it with a policy "
+                            + "(POST /v1/keys {\"policy\": {\"userVerification\": ...}}) or set it in the configuration file"
+                )
+            }
+            engine.settings = updated
+            return updated
+        }
+    }
+
+    /// Opens the conditional-registration window for (rpId, userName).
+    public func passwordUsed(rpId: String, userName: String) -> PasswordSignal {
+        let now = clock.milliseconds
+        let signal = policy.withLock { $0.passwordUsed(rpId: rpId, userName: userName, now: now) }
+        logger.info(
+            "password-used signal: conditional registration window open",
+            metadata: ["rp": "\(signal.rpId)", "user": "\(userName)", "seconds": "\((signal.expiresAt - now) / 1000)"]
+        )
+        return signal
+    }
+
+    /// The broker's clock (monotonic milliseconds), for signals' expiry times.
+    var now: UInt64 { clock.milliseconds }
+
+    /// The open password-used windows.
+    public func openSignals() -> [PasswordSignal] {
+        let now = clock.milliseconds
+        return policy.withLock { $0.openSignals(now: now) }
+    }
+
+    /// Whether built-in user verification may succeed (WebDriver's
+    /// isUserVerified): false turns every verification the policy would
+    /// grant into presence alone, so the engine answers CTAP2_ERR_UV_INVALID.
+    /// True leaves the policy to decide.
     public var isUserVerified: Bool {
         get { userVerified.withLock { $0 } }
         set { userVerified.withLock { $0 = newValue } }
@@ -187,53 +326,204 @@ public final class PresenceBroker: UserPresence {
     /// Whether a request of this key is waiting for a person.
     var isWaiting: Bool { board.pending().contains { $0.key == key } }
 
-    public func requestPresence(_ request: PresenceRequest) async -> PresenceOutcome {
+    public func requestPresence(_ presenceRequest: PresenceRequest) async -> PresenceOutcome {
+        let started = ContinuousClock.now
+        let time = RFC3339.now()
+        let request = PolicyRequest(presenceRequest)
         let settings = current
-        var fields: [String: EventValue] = ["operation": .string(request.operation.rawValue)]
-        if let rpId = request.rpId { fields["rpId"] = .string(rpId) }
-        if let userName = request.userName { fields["userName"] = .string(userName) }
-        if request.userVerification { fields["userVerification"] = .bool(true) }
-        events?.publish(.presenceRequested, key: key, fields)
-        var outcome: PresenceOutcome
+        eventBus?.publish(.presenceRequested, key: key, Self.eventFields(request))
         let operation = Self.overrideOperation(request.operation)
         // uv-false waits for a request that asks for user verification.
         let override = overrides.take(.presence, operation: operation) {
             $0 != .uvFalse || request.userVerification
         }
-        switch (override, settings.mode) {
-        case (.approve?, _): outcome = .approved
-        case (.deny?, _): outcome = .denied
-        case (.timeout?, _): outcome = .timedOut
-        case (.uvFalse?, _): outcome = .approved
-        case (_, .auto): outcome = .approved
-        case (_, .deny): outcome = .denied
-        case (_, .prompt):
-            outcome = await board.wait(
-                key: key, request: request, timeout: .seconds(settings.timeoutSeconds), logger: logger
+        let decision: PolicyDecision
+        if let override {
+            decision = Self.decision(for: override, request)
+        } else {
+            decision = await decide(request, mode: settings.mode)
+        }
+
+        var outcome: PolicyOutcome
+        var reason = decision.reason
+        switch decision.action {
+        case .grant(let granted):
+            outcome = granted
+        case .refuse:
+            outcome = .denied
+        case .ask(let grantsUserVerification):
+            let id = board.nextID()
+            let notify = policySettings.notifications ? board.notifier : nil
+            notify?.show(
+                requestId: id,
+                summary: Self.summary(request),
+                body: Self.body(request, key: key, id: id),
+                actions: true,
+                timeoutMilliseconds: settings.timeoutSeconds * 1000
+            )
+            let answer = await board.wait(
+                id: id,
+                key: key,
+                request: presenceRequest,
+                timeout: .seconds(settings.timeoutSeconds),
+                logger: logger
+            )
+            notify?.withdraw(requestId: id)
+            outcome = PolicyOutcome(answer.outcome)
+            if outcome == .approved && grantsUserVerification { outcome = .verified }
+            reason += "; \(Self.verb(answer.outcome)) by \(answer.by) (\(id))"
+        }
+        if outcome == .verified && !isUserVerified {
+            outcome = .approved
+            reason += "; built-in UV fails (isUserVerified false)"
+        }
+
+        let record = decisions.append(
+            PolicyDecisionRecord(
+                id: 0,
+                time: time,
+                operation: request.operation.rawValue,
+                rpId: request.rpId,
+                userName: request.userName,
+                userVerification: request.userVerification,
+                path: decision.path,
+                outcome: outcome,
+                reason: reason,
+                durationMs: milliseconds(started.duration(to: .now))
+            )
+        )
+        logger.info(
+            "presence \(outcome.rawValue)",
+            metadata: [
+                "operation": "\(request.operation.rawValue)", "rp": "\(request.rpId ?? "-")",
+                "mode": "\(settings.mode.rawValue)", "path": "\(decision.path.rawValue)", "reason": "\(reason)",
+                "decision": "\(record.id)",
+            ]
+        )
+        var decisionFields = [
+            "decision": "\(record.id)", "operation": record.operation, "path": record.path.rawValue,
+            "outcome": record.outcome.rawValue, "reason": record.reason,
+        ]
+        decisionFields["rpId"] = record.rpId
+        decisionFields["userName"] = record.userName
+        events.withLock { $0 }.publish(PolicyEvent(type: "policy.decision", key: key, fields: decisionFields))
+        publishAnswer(request, outcome: outcome, override: override, operation: operation)
+        if decision.path == .conditional, let rpId = request.rpId, let userName = request.userName {
+            if request.discoverable {
+                watchCreation(rpId: rpId, userName: userName, userId: request.userId, decision: record)
+            } else {
+                // Nothing is stored for a non-discoverable credential: there is no ID to announce.
+                logger.info("conditional registration of a non-discoverable credential", metadata: ["rp": "\(rpId)"])
+            }
+        }
+        return outcome.presenceOutcome
+    }
+
+    /// The policy's decision; the key's facts are read only when a
+    /// password-used window could make it a conditional registration.
+    private func decide(_ request: PolicyRequest, mode: PresenceMode) async -> PolicyDecision {
+        let candidate = policy.withLock { engine in
+            engine.settings.conditionalRegistration && request.operation == .makeCredential
+                && engine.hasOpenSignal(rpId: request.rpId, userName: request.userName, now: clock.milliseconds)
+        }
+        var facts: PolicyFacts?
+        if candidate, let provider = self.facts.withLock({ $0 }), let rpId = request.rpId,
+            let userName = request.userName
+        {
+            if let passkeys = await provider.passkeys(rpId, userName, request.userId),
+                let pinSet = await provider.pinSet()
+            {
+                facts = PolicyFacts(hasPasskey: !passkeys.isEmpty, pinSet: pinSet)
+            }
+        }
+        let now = clock.milliseconds
+        return policy.withLock { $0.decide(request, mode: mode, facts: facts, now: now) }
+    }
+
+    /// A conditional approval precedes the credential: the engine makes it
+    /// once presence returns. Watch the store for it, then tell the event
+    /// sink and the desktop that a passkey was created.
+    private func watchCreation(rpId: String, userName: String, userId: [UInt8]?, decision: PolicyDecisionRecord) {
+        guard let provider = facts.withLock({ $0 }) else { return }
+        let key = self.key
+        let logger = self.logger
+        let notifier = policySettings.notifications ? board.notifier : nil
+        let sink = events.withLock { $0 }
+        Task {
+            let deadline = ContinuousClock.now + Self.creationWatch
+            while ContinuousClock.now < deadline {
+                if let ids = await provider.passkeys(rpId, userName, userId), let id = ids.first {
+                    sink.publish(
+                        PolicyEvent(
+                            type: "credential.created",
+                            key: key,
+                            fields: [
+                                "reason": "conditional", "rpId": rpId, "userName": userName,
+                                "credentialId": Base64URL.encode(id), "decision": "\(decision.id)",
+                            ]
+                        )
+                    )
+                    notifier?.show(
+                        requestId: "c-\(key)-\(decision.id)",
+                        summary: "Passkey created",
+                        body:
+                            "latchkey key \(key) created a passkey for \(userName) at \(rpId) after its password was used.",
+                        actions: false,
+                        timeoutMilliseconds: 10_000
+                    )
+                    return
+                }
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+            logger.notice(
+                "conditional registration approved, but no passkey appeared (not discoverable, or the request failed)",
+                metadata: ["rp": "\(rpId)", "user": "\(userName)", "decision": "\(decision.id)"]
             )
         }
-        // Built-in user verification, when asked for, answers as the key is
-        // set to, unless an override made it fail.
-        if request.userVerification, outcome == .approved, override != .uvFalse, isUserVerified {
-            outcome = .verified
+    }
+
+    /// An override's decision: it answers in place of the policy.
+    static func decision(for override: OverrideAction, _ request: PolicyRequest) -> PolicyDecision {
+        let action: PolicyDecision.Action
+        switch override {
+        // Approve grants built-in UV when asked: isUserVerified still decides.
+        case .approve: action = .grant(request.userVerification ? .verified : .approved)
+        case .deny: action = .refuse
+        case .timeout: action = .grant(.timedOut)
+        case .uvFalse: action = .grant(.approved)
+        case .bogusSignature, .malformedResponse, .dropConnection:
+            preconditionFailure("a response-stage override never reaches the presence decision")
         }
-        fields["outcome"] = .string(Self.name(outcome))
+        return PolicyDecision(action: action, path: .override, reason: "override \(override.rawValue)")
+    }
+
+    /// presence.answered (and override.applied) on the event bus.
+    private func publishAnswer(
+        _ request: PolicyRequest,
+        outcome: PolicyOutcome,
+        override: OverrideAction?,
+        operation: OverrideOperation
+    ) {
+        guard let eventBus else { return }
+        var fields = Self.eventFields(request)
+        fields["outcome"] = .string(outcome.rawValue)
         if let override {
             fields["override"] = .string(override.rawValue)
-            events?.publish(
+            eventBus.publish(
                 .overrideApplied, key: key,
                 ["override": .string(override.rawValue), "operation": .string(operation.rawValue)]
             )
         }
-        events?.publish(.presenceAnswered, key: key, fields)
-        logger.info(
-            "presence \(outcome)",
-            metadata: [
-                "operation": "\(request.operation.rawValue)", "rp": "\(request.rpId ?? "-")",
-                "mode": "\(settings.mode.rawValue)", "override": "\(override?.rawValue ?? "-")",
-            ]
-        )
-        return outcome
+        eventBus.publish(.presenceAnswered, key: key, fields)
+    }
+
+    /// What presence.requested and presence.answered say about the request.
+    static func eventFields(_ request: PolicyRequest) -> [String: EventValue] {
+        var fields: [String: EventValue] = ["operation": .string(request.operation.rawValue)]
+        if let rpId = request.rpId { fields["rpId"] = .string(rpId) }
+        if let userName = request.userName { fields["userName"] = .string(userName) }
+        if request.userVerification { fields["userVerification"] = .bool(true) }
+        return fields
     }
 
     /// The override operation a presence request belongs to.
@@ -247,15 +537,49 @@ public final class PresenceBroker: UserPresence {
         }
     }
 
-    /// An outcome as events name it.
-    static func name(_ outcome: PresenceOutcome) -> String {
+    static func verb(_ outcome: PresenceOutcome) -> String {
         switch outcome {
         case .approved: "approved"
-        case .verified: "verified"
+        case .verified: "approved and verified"
         case .denied: "denied"
-        case .timedOut: "timedOut"
-        case .cancelled: "cancelled"
+        case .timedOut: "not answered in time"
+        case .cancelled: "withdrawn"
         }
+    }
+
+    static func summary(_ request: PolicyRequest) -> String {
+        let site = request.rpId ?? "a site"
+        switch request.operation {
+        case .makeCredential: return "Create a passkey for \(site)?"
+        case .getAssertion: return "Sign in to \(site)?"
+        case .excludedCredential: return "Confirm the security key for \(site)?"
+        case .reset: return "Reset the security key? Every passkey is erased"
+        case .userVerificationToken:
+            return "Verify yourself to the security key\(request.rpId.map { " for \($0)" } ?? "")?"
+        default: return "Use the security key?"
+        }
+    }
+
+    static func body(_ request: PolicyRequest, key: String, id: String) -> String {
+        var text = "Key \(key), operation \(request.operation.rawValue)"
+        if let userName = request.userName { text += ", user \(userName)" }
+        if request.userVerification { text += ", with user verification" }
+        return text + " (\(id)). Or answer with latchkeyctl approve|deny \(id)."
+    }
+}
+
+extension PolicyRequest {
+    /// The engine's presence request as the policy reads it.
+    init(_ request: PresenceRequest) {
+        self.init(
+            operation: request.operation,
+            rpId: request.rpId,
+            userName: request.userName,
+            userId: request.userId,
+            userDisplayName: request.userDisplayName,
+            discoverable: request.discoverable,
+            userVerification: request.userVerification
+        )
     }
 }
 

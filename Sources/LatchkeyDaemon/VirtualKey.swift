@@ -58,10 +58,12 @@ public final class VirtualKey: Sendable {
             try store.setSecret(aaguid, named: Self.aaguidSecret)
         }
         let identity = try Self.loadIdentity(store: store, aaguid: aaguid, logger: logger)
+        let policy = configuration.policy.applied(to: defaults.policy)
         presence = PresenceBroker(
             key: configuration.name, mode: configuration.presence ?? defaults.presence,
             timeoutSeconds: defaults.presenceTimeoutSeconds, board: board, logger: logger,
-            overrides: overrides, events: events
+            policy: policy, builtInUserVerification: policy.userVerification != .deny,
+            overrides: overrides, eventBus: events
         )
         presence.isUserVerified = configuration.userVerified
         let keyLogger = logger
@@ -69,7 +71,10 @@ public final class VirtualKey: Sendable {
             aaguid: aaguid,
             attestation: AttestationMode(rawValue: configuration.attestation) ?? .batch,
             attestationIdentity: identity,
-            resetWindowMilliseconds: UInt64(defaults.resetWindowSeconds) * 1000
+            resetWindowMilliseconds: UInt64(defaults.resetWindowSeconds) * 1000,
+            // getInfo's uv is fixed for the key's life: the policy as configured
+            // decides whether the key offers built-in UV at all (deny: never).
+            builtInUserVerification: policy.userVerification != .deny
         )
         Self.applyFeatures(of: configuration, to: &engine)
         let signCounts = self.signCounts
@@ -83,6 +88,22 @@ public final class VirtualKey: Sendable {
                 events.publish(EventName(rawValue: event.kind.rawValue), key: name, Self.fields(of: event))
             }
         )
+        presence.bind(facts: Self.facts(authenticator: authenticator))
+        presence.connect(events: events)
+    }
+
+    /// What conditional registration asks about the key: its passkeys for
+    /// an (rp, user), and whether it has a PIN.
+    private static func facts(authenticator: Authenticator) -> KeyFacts {
+        KeyFacts(
+            passkeys: { rpId, userName, userId in
+                guard let stored = try? await authenticator.storedCredentials(rpId: rpId) else { return nil }
+                return stored.filter { credential in
+                    credential.userName == userName || (userId != nil && credential.userId == userId)
+                }.map(\.id)
+            },
+            pinSet: { try? await authenticator.pinStatus().isSet }
+        )
     }
 
     /// The engine's feature switches for the key's options.
@@ -90,7 +111,6 @@ public final class VirtualKey: Sendable {
         engine.ctap2Enabled = key.protocolMode == .ctap21
         engine.residentKeys = key.residentKeys
         engine.largeBlobs = key.largeBlobs
-        engine.builtInUserVerification = key.userVerification
         var extensions = Set(ExtensionIdentifier.supported)
         if !key.largeBlobs { extensions.remove(ExtensionIdentifier.largeBlobKey) }
         if !key.credBlob { extensions.remove(ExtensionIdentifier.credBlob) }

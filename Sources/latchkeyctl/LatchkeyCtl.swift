@@ -54,6 +54,7 @@ struct LatchkeyCtl: ParsableCommand {
             Presence.self, Pending.self, Approve.self, Deny.self,
             Events.self, Overrides.self,
             Signal.self, Export.self, Import.self,
+            Watch.self, Policy.self,
         ]
     )
 

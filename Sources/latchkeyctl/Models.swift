@@ -132,6 +132,8 @@ struct PendingRequest: Decodable {
     var operation: String
     var rpId: String?
     var userName: String?
+    /// Built-in user verification asked for (absent from older daemons).
+    var userVerification: Bool?
     var ageMs: Double
     var expiresInMs: Double
 }

@@ -9,17 +9,21 @@ enum Terminal {
     /// Whether standard input is a terminal a person types on.
     static var isInteractive: Bool { isatty(STDIN_FILENO) == 1 }
 
-    /// Refuses to go on without a terminal to ask for PINs on.
-    static func requireInteractive() throws(CtlError) {
+    /// Refuses to go on without a terminal to ask for a secret on.
+    static func requireInteractive(secret: String = "PINs", stdinFlag: String = "--pin-stdin") throws(CtlError) {
         guard isInteractive else {
-            throw CtlError(.usage, "standard input is not a terminal: pass --pin-stdin to read PINs from it")
+            throw CtlError(.usage, "standard input is not a terminal: pass \(stdinFlag) to read \(secret) from it")
         }
     }
 
     /// Asks for a secret on the terminal with echo off; the prompt goes to
     /// standard error so that standard output stays the command's answer.
-    static func readSecret(prompt: String) throws(CtlError) -> String {
-        try requireInteractive()
+    static func readSecret(
+        prompt: String,
+        secret: String = "PIN",
+        stdinFlag: String = "--pin-stdin"
+    ) throws(CtlError) -> String {
+        try requireInteractive(secret: "the \(secret)", stdinFlag: stdinFlag)
         var settings = termios()
         let canHideEcho = tcgetattr(STDIN_FILENO, &settings) == 0
         if canHideEcho {
@@ -36,7 +40,7 @@ enum Terminal {
         write(prompt)
         guard let line = readLine(descriptor: STDIN_FILENO) else {
             if canHideEcho { write("\n") }
-            throw CtlError(.usage, "no PIN entered (end of input)")
+            throw CtlError(.usage, "no \(secret) entered (end of input)")
         }
         return line
     }

@@ -7,7 +7,7 @@ import Testing
 
 @Suite("key options in the configuration file")
 struct KeyOptionsConfigurationTests {
-    @Test("every switch is read, and the defaults are everything but user verification")
+    @Test("every switch is read, and the defaults are everything on")
     func switches() throws {
         var configuration = DaemonConfiguration(stateDirectory: "/s", controlSocket: "/s/c")
         try configuration.apply(
@@ -16,8 +16,6 @@ struct KeyOptionsConfigurationTests {
                 name = "legacy"
                 protocol = "u2f-only"
                 resident-keys = false
-                user-verification = true
-                user-verified = true
                 large-blob = false
                 cred-blob = false
                 min-pin-length = false
@@ -29,11 +27,11 @@ struct KeyOptionsConfigurationTests {
         )
         let legacy = configuration.keys[0]
         #expect(legacy.protocolMode == .u2fOnly)
-        #expect(!legacy.residentKeys && legacy.userVerification && legacy.userVerified)
+        #expect(!legacy.residentKeys)
         #expect(!legacy.largeBlobs && !legacy.credBlob && !legacy.minPinLength && !legacy.prf)
         let plain = configuration.keys[1]
         #expect(plain.protocolMode == .ctap21)
-        #expect(plain.residentKeys && !plain.userVerification && !plain.userVerified)
+        #expect(plain.residentKeys)
         #expect(plain.largeBlobs && plain.credBlob && plain.minPinLength && plain.prf)
     }
 

@@ -34,6 +34,7 @@ sys.path.insert(0, str(E2E_DIR))
 
 import usbip_client as usbip  # noqa: E402
 import usbip_hid  # noqa: E402
+from sse import EventStream  # noqa: E402
 
 HOST = "127.0.0.1"
 STANDIN = REPO.parent / "shared" / "rig" / "smoke" / "usbip_fido.py"
@@ -290,6 +291,21 @@ def pytest_runtest_makereport(item, call):
         if len(text) > 20000:
             text = "...\n" + text[-20000:]
         report.sections.append(("latchkeyd log during the test", text or "(nothing logged)"))
+
+
+@pytest.fixture
+def events(daemon):
+    """Opens the daemon's event stream (every key's, or one key's); closed after the test."""
+    streams = []
+
+    def open_stream(key: str | None = None) -> EventStream:
+        stream = EventStream(daemon.control.path, key)
+        streams.append(stream)
+        return stream
+
+    yield open_stream
+    for stream in streams:
+        stream.close()
 
 
 _key_names = itertools.count(1)

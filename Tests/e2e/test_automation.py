@@ -12,10 +12,7 @@ import base64
 import hashlib
 import json
 import os
-import queue
-import socket
 import subprocess
-import threading
 import time
 
 import pytest
@@ -29,6 +26,7 @@ from fido2.hid import CAPABILITY
 
 import rp
 from conftest import wait_for
+from sse import EventStream
 from test_key_administration_api import latchkeyctl  # noqa: F401 - the fixture, shared
 
 
@@ -38,124 +36,6 @@ def b64url(data: bytes) -> str:
 
 def unb64url(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-# ---- events ---------------------------------------------------------------------------
-
-
-class EventStream:
-    """GET /v1/events read on a thread: the HTTP head, chunked transfer coding, then
-    text/event-stream; each event's JSON lands in a queue."""
-
-    def __init__(self, socket_path: str, key: str | None = None):
-        self.events: queue.Queue = queue.Queue()
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(5)
-        self.sock.connect(socket_path)
-        target = "/v1/events" + (f"?key={key}" if key else "")
-        self.sock.sendall(f"GET {target} HTTP/1.1\r\nHost: localhost\r\nAccept: text/event-stream\r\n\r\n".encode())
-        head = b""
-        while b"\r\n\r\n" not in head:
-            chunk = self.sock.recv(4096)
-            assert chunk, f"the daemon closed the event stream before its head: {head!r}"
-            head += chunk
-        head, self.buffer = head.split(b"\r\n\r\n", 1)
-        lines = head.decode().split("\r\n")
-        assert lines[0].split()[1] == "200", lines[0]
-        headers = {k.strip().lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:])}
-        assert headers["content-type"].startswith("text/event-stream"), headers
-        self.chunked = "chunked" in headers.get("transfer-encoding", "")
-        self.sock.settimeout(None)
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _body(self):
-        data = self.buffer
-        while True:
-            if not self.chunked:
-                if data:
-                    yield data
-                data = self.sock.recv(65536)
-                if not data:
-                    return
-                continue
-            while b"\r\n" not in data:
-                more = self.sock.recv(65536)
-                if not more:
-                    return
-                data += more
-            size_line, data = data.split(b"\r\n", 1)
-            size = int(size_line.split(b";")[0], 16)
-            if size == 0:
-                return
-            while len(data) < size + 2:
-                more = self.sock.recv(65536)
-                if not more:
-                    return
-                data += more
-            yield data[:size]
-            data = data[size + 2:]
-
-    def _run(self):
-        text = b""
-        try:
-            for piece in self._body():
-                text += piece
-                while b"\n\n" in text:
-                    block, text = text.split(b"\n\n", 1)
-                    name, data = None, []
-                    for line in block.decode().split("\n"):
-                        if line.startswith(":"):
-                            continue
-                        if line.startswith("event:"):
-                            name = line[6:].strip()
-                        elif line.startswith("data:"):
-                            data.append(line[5:].lstrip())
-                    if data:
-                        event = json.loads("\n".join(data))
-                        assert event["event"] == name, (name, event)
-                        self.events.put(event)
-        except OSError:
-            pass
-        finally:
-            self.events.put(None)
-
-    def next(self, name: str, timeout: float = 5.0, **fields) -> dict:
-        """The next event called `name` with these field values (others are skipped)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise AssertionError(f"no {name} event with {fields} within {timeout} s")
-            try:
-                event = self.events.get(timeout=remaining)
-            except queue.Empty:
-                continue
-            assert event is not None, f"the event stream ended while waiting for {name}"
-            if event["event"] == name and all(event.get(k) == v for k, v in fields.items()):
-                return event
-
-    def close(self):
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.sock.close()
-        self.thread.join(5)
-
-
-@pytest.fixture
-def events(daemon):
-    streams = []
-
-    def open_stream(key: str | None = None) -> EventStream:
-        stream = EventStream(daemon.control.path, key)
-        streams.append(stream)
-        return stream
-
-    yield open_stream
-    for stream in streams:
-        stream.close()
 
 
 # ---- helpers ----------------------------------------------------------------------------
@@ -593,7 +473,7 @@ def test_latchkeyctl_events_and_overrides(latchkeyctl, usb, control, key):
     [entry] = json.loads(listed.stdout)
     assert entry["action"] == "deny" and entry["remaining"] == 1
 
-    argv = [a for a in latchkeyctl_argv(latchkeyctl)] + ["events", "--key", name, "--count", "3", "--json"]
+    argv = [a for a in latchkeyctl_argv(latchkeyctl)] + ["events", "--key", name, "--count", "4", "--json"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(0.5)  # let it subscribe
@@ -606,7 +486,7 @@ def test_latchkeyctl_events_and_overrides(latchkeyctl, usb, control, key):
             proc.wait(5)
     assert proc.returncode == 0, err
     names = [json.loads(line)["event"] for line in out.splitlines()]
-    assert names == ["presence.requested", "override.applied", "presence.answered"], out
+    assert names == ["presence.requested", "policy.decision", "override.applied", "presence.answered"], out
 
     assert latchkeyctl("overrides", "clear", "--key", name).returncode == 0
     assert "No overrides" in latchkeyctl("overrides", "list", "--key", name).stdout

@@ -206,9 +206,15 @@ enum Passphrase {
                 "standard input is not a terminal: pass --passphrase-stdin to read the passphrase from it"
             )
         }
-        let passphrase = try Terminal.readSecret(prompt: "Passphrase: ")
+        let passphrase = try Terminal.readSecret(
+            prompt: "Passphrase: ", secret: "passphrase", stdinFlag: "--passphrase-stdin"
+        )
         guard !passphrase.isEmpty else { throw CtlError(.usage, "no passphrase entered") }
-        if confirm, try Terminal.readSecret(prompt: "Repeat the passphrase: ") != passphrase {
+        if confirm,
+            try Terminal.readSecret(
+                prompt: "Repeat the passphrase: ", secret: "passphrase", stdinFlag: "--passphrase-stdin"
+            ) != passphrase
+        {
             throw CtlError(.usage, "the two passphrases differ; nothing was exported")
         }
         return passphrase

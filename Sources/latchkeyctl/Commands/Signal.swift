@@ -22,7 +22,10 @@ struct Signal: ParsableCommand {
                   --name alice@example.com --display-name "Alice L."
               latchkeyctl signal unknown-credential --rp-id example.com --credential-id 3q2-7w
             """,
-        subcommands: [SignalAcceptedCredentials.self, SignalCurrentUserDetails.self, SignalUnknownCredential.self]
+        subcommands: [
+            SignalAcceptedCredentials.self, SignalCurrentUserDetails.self, SignalUnknownCredential.self,
+            SignalPasswordUsed.self,
+        ]
     )
 }
 

@@ -1,0 +1,241 @@
+"""Desktop notifications for prompts, against a fake org.freedesktop.Notifications
+server (fake_notifications.py) on a private session bus (dbus-daemon): the daemon shows
+a notification with Allow and Deny for each prompt, a click answers the request, a
+request answered elsewhere closes its notification, and a conditional registration is
+announced. Needs dbus-daemon, gdbus and PyGObject (Debian: dbus, libglib2.0-bin,
+python3-gi); skipped without them."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from fido2.ctap import CtapError
+from fido2.ctap2 import Ctap2
+
+import rp
+from test_control_api import start_in_thread
+from conftest import HOST, Daemon, Opened, daemon_binary, wait_for
+
+E2E_DIR = Path(__file__).resolve().parent
+FAKE_SERVER = E2E_DIR / "fake_notifications.py"
+
+
+def python_with_gi() -> str | None:
+    for candidate in (sys.executable, "/usr/bin/python3"):
+        if candidate and Path(candidate).exists():
+            probe = subprocess.run([candidate, "-c", "from gi.repository import Gio"], capture_output=True)
+            if probe.returncode == 0:
+                return candidate
+    return None
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+
+
+class FakeServer:
+    def __init__(self, python: str, address: str):
+        env = dict(os.environ, DBUS_SESSION_BUS_ADDRESS=address)
+        self.proc = subprocess.Popen([python, str(FAKE_SERVER), "--max-seconds", "300"], env=env,
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, start_new_session=True)
+        self.address = address
+        self.calls: queue.Queue = queue.Queue()
+        first = self.proc.stdout.readline().strip()
+        assert first == "READY", f"fake server said {first!r}: {self.proc.stderr.read() if self.proc.poll() else ''}"
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.calls.put(json.loads(line))
+
+    def next_call(self, name: str, timeout: float = 5.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"the fake notification server got no {name} in {timeout} s"
+            try:
+                call = self.calls.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            if call["call"] == name:
+                return call
+
+    def invoke(self, notification_id: int, action: str) -> None:
+        subprocess.run(["gdbus", "call", "--session", "--dest", "org.freedesktop.Notifications",
+                        "--object-path", "/org/freedesktop/Notifications", "--method", "org.latchkey.Test.Invoke",
+                        f"uint32 {notification_id}", f"'{action}'"],
+                       env=dict(os.environ, DBUS_SESSION_BUS_ADDRESS=self.address), check=True,
+                       capture_output=True, timeout=10)
+
+
+@pytest.fixture(scope="module")
+def desktop(tmp_path_factory):
+    """A private session bus with the fake server, and a latchkeyd that uses it."""
+    python = python_with_gi()
+    missing = [tool for tool in ("dbus-daemon", "gdbus") if shutil.which(tool) is None]
+    if missing or python is None:
+        pytest.skip(f"needs dbus-daemon, gdbus and PyGObject (missing: {missing or ['python3-gi']})")
+    binary = daemon_binary()
+    if not binary.exists():
+        pytest.skip(f"no latchkeyd at {binary}")
+    # timeout(1): the bus ends by itself even if this process dies before its teardown.
+    bus = subprocess.Popen(["timeout", "900", "dbus-daemon", "--session", "--nofork", "--print-address=1"],
+                           stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    server = daemon = None
+    try:
+        address = bus.stdout.readline().strip()
+        assert address.startswith("unix:"), f"dbus-daemon printed {address!r}"
+        server = FakeServer(python, address)
+        daemon = Daemon(binary, tmp_path_factory.mktemp("latchkeyd-desktop"))
+        saved = os.environ.get("DBUS_SESSION_BUS_ADDRESS")
+        os.environ["DBUS_SESSION_BUS_ADDRESS"] = address
+        try:
+            daemon.start()
+        finally:
+            if saved is None:
+                del os.environ["DBUS_SESSION_BUS_ADDRESS"]
+            else:
+                os.environ["DBUS_SESSION_BUS_ADDRESS"] = saved
+        yield daemon, server
+    finally:
+        if daemon is not None:
+            daemon.stop()
+        if server is not None:
+            stop(server.proc)
+        stop(bus)
+    assert not daemon.problems, daemon.problems
+
+
+@pytest.fixture
+def prompt_device(desktop, request):
+    daemon, server = desktop
+    name = f"n-{request.node.name[:40]}".replace("[", "-").replace("]", "")
+    doc = daemon.control.post("/v1/keys", {"name": name, "uhid": False, "usbip": True, "presence": "prompt"},
+                              expect=201)
+    daemon.control.put(f"/v1/keys/{name}/presence", {"timeoutSeconds": 15})
+    opened = Opened(daemon.port, strict=True)
+    try:
+        device = opened.ctap(doc["usbip"]["busid"])
+        yield daemon, server, name, device
+    finally:
+        problems = opened.close_and_check()
+        daemon.control.delete(f"/v1/keys/{name}", expect=(204, 404))
+        assert not problems, problems
+
+
+def make_credential(device, user_name):
+    return Ctap2(device).make_credential(
+        os.urandom(32), {"id": rp.RP_ID, "name": "Example"},
+        {"id": os.urandom(16), "name": user_name, "displayName": user_name},
+        [{"type": "public-key", "alg": -7}], options={"rk": True})
+
+
+def test_allow_in_the_notification_approves(prompt_device):
+    daemon, server, name, device = prompt_device
+    thread, result = start_in_thread(lambda: make_credential(device, "alice"))
+    notify = server.next_call("Notify")
+    assert notify["actions"] == ["allow", "Allow", "deny", "Deny"]
+    assert rp.RP_ID in notify["summary"] and "alice" in notify["body"] and name in notify["body"]
+    [pending] = daemon.control.pending(name)
+    assert pending["id"] in notify["body"]
+    server.invoke(notify["id"], "allow")
+    thread.join(10)
+    assert "error" not in result, result
+    assert daemon.control.pending(name) == []
+    [decision] = daemon.control.get(f"/v1/keys/{name}/policy/decisions")
+    assert decision["outcome"] == "approved" and "by the desktop notification" in decision["reason"], decision
+
+
+def test_deny_in_the_notification_denies(prompt_device):
+    daemon, server, name, device = prompt_device
+    thread, result = start_in_thread(lambda: make_credential(device, "bob"))
+    notify = server.next_call("Notify")
+    server.invoke(notify["id"], "deny")
+    thread.join(10)
+    assert isinstance(result.get("error"), CtapError) and result["error"].code == CtapError.ERR.OPERATION_DENIED
+
+
+def test_an_answer_elsewhere_closes_the_notification(prompt_device):
+    daemon, server, name, device = prompt_device
+    thread, result = start_in_thread(lambda: make_credential(device, "carol"))
+    notify = server.next_call("Notify")
+    [pending] = daemon.control.pending(name)
+    daemon.control.post(f"/v1/presence/pending/{pending['id']}/approve")
+    thread.join(10)
+    assert "error" not in result, result
+    assert server.next_call("CloseNotification")["id"] == notify["id"]
+
+
+def test_notifications_off_shows_nothing(prompt_device):
+    daemon, server, name, device = prompt_device
+    daemon.control.put(f"/v1/keys/{name}/policy", {"notifications": False})
+    thread, result = start_in_thread(lambda: make_credential(device, "dave"))
+    [pending] = wait_for(lambda: daemon.control.pending(name), 5, "a pending request")
+    time.sleep(0.5)
+    daemon.control.post(f"/v1/presence/pending/{pending['id']}/approve")
+    thread.join(10)
+    assert "error" not in result, result
+    calls = []
+    while not server.calls.empty():
+        calls.append(server.calls.get())
+    assert [c for c in calls if c["call"] == "Notify"] == [], calls
+
+
+def test_a_conditional_registration_is_announced(prompt_device):
+    daemon, server, name, device = prompt_device
+    daemon.control.post(f"/v1/keys/{name}/signals/password-used", {"rpId": rp.RP_ID, "userName": "erin"})
+    make_credential(device, "erin")
+    notify = server.next_call("Notify")
+    assert notify["summary"] == "Passkey created" and notify["actions"] == []
+    assert "erin" in notify["body"] and rp.RP_ID in notify["body"]
+
+
+def test_a_cancelled_request_closes_its_notification(prompt_device):
+    daemon, server, name, device = prompt_device
+    cancel = threading.Event()
+
+    def create():
+        return Ctap2(device).make_credential(
+            os.urandom(32), {"id": rp.RP_ID, "name": "Example"}, {"id": os.urandom(16), "name": "frank"},
+            [{"type": "public-key", "alg": -7}], options={"rk": True}, event=cancel)
+
+    thread, result = start_in_thread(create)
+    notify = server.next_call("Notify")
+    cancel.set()  # CTAPHID_CANCEL
+    thread.join(10)
+    assert isinstance(result.get("error"), CtapError) and result["error"].code == CtapError.ERR.KEEPALIVE_CANCEL
+    assert server.next_call("CloseNotification")["id"] == notify["id"]
+
+
+def test_without_a_session_bus_prompts_work_and_it_is_logged_once(usb, control, daemon, make_key):
+    """The suite's shared daemon: no session bus unless the environment has one."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if os.environ.get("DBUS_SESSION_BUS_ADDRESS") or (runtime and Path(runtime, "bus").exists()):
+        pytest.skip("this environment has a session bus")
+    key = make_key(presence="prompt")
+    device = usb.ctap(key["usbip"]["busid"])
+    for user in ("gina", "hank"):
+        thread, result = start_in_thread(lambda: make_credential(device, user))
+        [entry] = wait_for(lambda: control.pending(key["name"]), 5, "a pending request")
+        control.post(f"/v1/presence/pending/{entry['id']}/approve")
+        thread.join(10)
+        assert "error" not in result, result
+    assert daemon.log_text().count("desktop notifications are off: no session D-Bus") == 1
