@@ -51,13 +51,14 @@ struct Keys: ParsableCommand {
 
                 The feature switches are WebDriver's virtual authenticator options: \
                 --protocol u2f-only makes a CTAP1/U2F-only key; --user-verification \
-                gives it built-in user verification, which succeeds with \
-                --user-verified (for CI; see `latchkeyctl keys user-verified`).
+                gives it built-in user verification (the consent policy's \
+                user-verification: auto on a key in presence auto, else prompt), and \
+                --no-user-verified makes it fail (for CI; see `latchkeyctl keys user-verified`).
 
                 Examples:
                   latchkeyctl keys create ci-1
                   latchkeyctl keys create ci-2 --presence prompt --no-usbip
-                  latchkeyctl keys create ci-3 --presence auto --user-verification --user-verified
+                  latchkeyctl keys create ci-3 --presence auto --user-verification
                   latchkeyctl keys create legacy --protocol u2f-only
                   latchkeyctl keys create plain --no-resident-keys --no-large-blob --no-prf
                 """
@@ -86,11 +87,14 @@ struct Keys: ParsableCommand {
         @Flag(inversion: .prefixedNo, help: "Offer discoverable credentials (default: yes).")
         var residentKeys: Bool?
 
-        @Flag(help: "Give the key built-in user verification (getInfo uv).")
-        var userVerification = false
+        @Flag(
+            inversion: .prefixedNo,
+            help: "Built-in user verification (getInfo uv): the policy's user-verification auto, or prompt off auto."
+        )
+        var userVerification: Bool?
 
-        @Flag(help: "Built-in user verification succeeds (with --user-verification).")
-        var userVerified = false
+        @Flag(inversion: .prefixedNo, help: "Whether built-in user verification may succeed (default: yes).")
+        var userVerified: Bool?
 
         @Flag(inversion: .prefixedNo, help: "Offer large blobs and largeBlobKey (default: yes).")
         var largeBlob: Bool?
@@ -115,8 +119,8 @@ struct Keys: ParsableCommand {
             var body = CreateKeyRequest(name: name, presence: presence?.rawValue, uhid: uhid, usbip: usbip)
             body.protocol = protocolName
             body.hasResidentKey = residentKeys
-            body.hasUserVerification = userVerification ? true : nil
-            body.isUserVerified = userVerified ? true : nil
+            body.hasUserVerification = userVerification
+            body.isUserVerified = userVerified
             body.hasLargeBlob = largeBlob
             body.hasCredBlob = credBlob
             body.hasMinPinLength = minPinLength

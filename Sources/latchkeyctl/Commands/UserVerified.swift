@@ -9,8 +9,9 @@ extension Keys {
             commandName: "user-verified",
             abstract: "Show or set whether built-in user verification succeeds (/v1/keys/NAME/user-verified).",
             discussion: """
-                Only keys created with --user-verification have built-in user \
-                verification; with off, a request for it fails with CTAP2_ERR_UV_INVALID.
+                Only keys with built-in user verification (created with \
+                --user-verification, or a policy user-verification other than deny) \
+                use it; with off, a request for it fails with CTAP2_ERR_UV_INVALID.
 
                 Examples:
                   latchkeyctl keys user-verified ci-1
