@@ -155,9 +155,12 @@ def assert_error_document(body) -> None:
 class Daemon:
     """One latchkeyd process at a time, restartable."""
 
-    def __init__(self, binary: Path, workdir: Path):
+    def __init__(self, binary: Path, workdir: Path, session_bus: str | None = None):
         self.binary = binary
         self.workdir = workdir
+        # The daemon sees a session D-Bus only when a test gives it one: on a
+        # desktop the suite must not pop real notifications.
+        self.session_bus = session_bus
         self.proc: subprocess.Popen | None = None
         self.runs = itertools.count(1)
         self.log_path: Path | None = None
@@ -181,7 +184,11 @@ class Daemon:
             with open(self.log_path, "wb") as log:
                 log.write(("$ " + " ".join(argv) + "\n").encode())
                 log.flush()
-                self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
+                env = {k: v for k, v in os.environ.items() if k != "DBUS_SESSION_BUS_ADDRESS"}
+                env["XDG_RUNTIME_DIR"] = str(self.workdir)  # hides $XDG_RUNTIME_DIR/bus too
+                if self.session_bus:
+                    env["DBUS_SESSION_BUS_ADDRESS"] = self.session_bus
+                self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, env=env,
                                              stderr=subprocess.STDOUT, start_new_session=True)
             self.control = ControlClient(str(socket_path))
             deadline = time.monotonic() + timeout

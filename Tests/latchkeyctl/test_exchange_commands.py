@@ -243,3 +243,13 @@ def test_import_of_an_encrypted_file_without_a_terminal_needs_passphrase_stdin(b
     result = ctl_stdin(binary, daemon, "", "import", str(path))
     assert result.code == USAGE and "--passphrase-stdin" in result.err
     assert daemon.requests == []
+
+
+def test_signal_ids_may_begin_with_a_dash(binary, daemon):
+    """base64url uses "-": an ID like "-Zm9v" is a value, not an option."""
+    daemon.route("POST", "/v1/keys/default/signals/accepted-credentials", Reply(200, {"deleted": [], "updated": []}))
+    result = ctl(binary, daemon, "signal", "accepted-credentials", "--rp-id", "example.com", "--user-id", "-dXNl",
+                 "--credential-id", "-AEC", "--credential-id", "AwQF")
+    assert result.code == OK, result.err
+    assert daemon.only().json() == {"rpId": "example.com", "userId": "-dXNl",
+                                    "allAcceptedCredentialIds": ["-AEC", "AwQF"]}

@@ -53,8 +53,11 @@ struct SignalAcceptedCredentials: ParsableCommand {
 
     @OptionGroup var account: SignalAccount
 
+    // A base64url value may begin with "-": the next word is the value,
+    // whatever it looks like (unconditional parsing), as for every ID option here.
     @Option(
         name: .customLong("credential-id"),
+        parsing: .unconditionalSingleValue,
         help: ArgumentHelp("An accepted credential ID, base64url; repeat for each.", valueName: "id")
     )
     var credentialIds: [String] = []
@@ -128,7 +131,7 @@ struct SignalUnknownCredential: ParsableCommand {
     @Option(help: ArgumentHelp("The relying party ID.", valueName: "rp-id"))
     var rpId: String
 
-    @Option(help: ArgumentHelp("The credential ID, base64url.", valueName: "id"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("The credential ID, base64url.", valueName: "id"))
     var credentialId: String
 
     func run() throws {
@@ -163,7 +166,7 @@ struct SignalAccount: ParsableArguments {
     @Option(help: ArgumentHelp("The relying party ID.", valueName: "rp-id"))
     var rpId: String
 
-    @Option(help: ArgumentHelp("The user handle (user.id), base64url.", valueName: "user-id"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("The user handle (user.id), base64url.", valueName: "user-id"))
     var userId: String
 
     var base64urlUserId: String { Credentials.Delete.base64url(userId) }
