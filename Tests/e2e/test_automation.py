@@ -587,7 +587,8 @@ def test_latchkeyctl_seeds_and_shows_a_credential(latchkeyctl, usb, control, key
     pem = tmp_path / "seed.pem"
     pem.write_bytes(private_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                               serialization.NoEncryption()))
-    credential_id = os.urandom(32)
+    # An ID whose base64url begins with "-", which must still be read as a value.
+    credential_id = base64.urlsafe_b64decode("-" + b64url(os.urandom(32))[1:] + "=")
     added = latchkeyctl("credentials", "add", key["name"], "--rp-id", rp.RP_ID, "--private-key", str(pem),
                         "--credential-id", b64url(credential_id), "--user-handle", b64url(b"ctl-user"),
                         "--sign-count", "9", "--json")
@@ -596,10 +597,11 @@ def test_latchkeyctl_seeds_and_shows_a_credential(latchkeyctl, usb, control, key
     cdh = os.urandom(32)
     assertion = get_assertion(ctap2(usb, key), credential_id, client_data_hash=cdh)
     verify_es256(private_key.public_key(), assertion, cdh)
-    shown = latchkeyctl("credentials", "show", key["name"], b64url(credential_id))
+    # "--": a base64url ID may begin with "-".
+    shown = latchkeyctl("credentials", "show", key["name"], "--", b64url(credential_id))
     assert shown.returncode == 0 and f"{assertion.auth_data.counter}" in shown.stdout, shown.stdout
-    exported = json.loads(latchkeyctl("credentials", "show", key["name"], b64url(credential_id),
-                                      "--private-key", "--json").stdout)
+    exported = json.loads(latchkeyctl("credentials", "show", key["name"], "--private-key", "--json", "--",
+                                      b64url(credential_id)).stdout)
     assert serialization.load_der_private_key(unb64url(exported["privateKey"]), None).private_numbers() \
         == private_key.private_numbers()
     missing = latchkeyctl("credentials", "add", key["name"], "--rp-id", rp.RP_ID, "--private-key", str(tmp_path / "none"))

@@ -35,10 +35,14 @@ extension Credentials {
         @Option(help: ArgumentHelp("A PKCS#8 private key file (DER or PEM).", valueName: "file"))
         var privateKey: String
 
-        @Option(help: ArgumentHelp("The credential ID (base64url); random when left out.", valueName: "id"))
+        // base64url may begin with "-": the next word is the value, whatever it looks like.
+        @Option(
+            parsing: .unconditional,
+            help: ArgumentHelp("The credential ID (base64url); random when left out.", valueName: "id")
+        )
         var credentialId: String?
 
-        @Option(help: ArgumentHelp("The user handle (base64url).", valueName: "handle"))
+        @Option(parsing: .unconditional, help: ArgumentHelp("The user handle (base64url).", valueName: "handle"))
         var userHandle: String?
 
         @Option(help: ArgumentHelp("The counter the next assertion signs above.", valueName: "n"))
@@ -107,9 +111,12 @@ extension Credentials {
         static let configuration = CommandConfiguration(
             abstract: "Show one credential (GET /v1/keys/NAME/credentials/ID).",
             discussion: """
+                An ID that begins with "-" goes after "--".
+
                 Examples:
                   latchkeyctl credentials show ci-1 q83vEjRWeJA
                   latchkeyctl credentials show ci-1 q83vEjRWeJA --private-key --json
+                  latchkeyctl credentials show ci-1 -- -3vEjRWeJA
                 """
         )
 
