@@ -24,7 +24,7 @@ as_root() {
 install_deps() {
     # dbus, libglib2.0-bin (gdbus) and python3-gi: a private session bus and a fake
     # notification server for the desktop-notification tests.
-    local apt_packages=(libssl-dev libudev-dev libsqlite3-dev pkg-config python3 python3-pip clang systemd
+    local apt_packages=(libssl-dev libudev-dev libsqlite3-dev zlib1g-dev pkg-config python3 python3-pip clang systemd
         dbus libglib2.0-bin python3-gi)
     local missing=()
     for package in "${apt_packages[@]}"; do

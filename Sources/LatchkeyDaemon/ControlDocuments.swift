@@ -30,6 +30,35 @@ public struct KeyDocument: Codable, Sendable, Equatable {
     public var credentials: Int
     public var uhid: UHIDStatus
     public var usbip: USBIPStatus?
+    /// What the key was created with (POST /v1/keys options).
+    public var options: KeyOptionsDocument?
+}
+
+/// A key's feature switches, with WebDriver's names where it has them
+/// (WebAuthn §11 "Authenticator Configuration").
+public struct KeyOptionsDocument: Codable, Sendable, Equatable {
+    /// "ctap2.1" or "u2f-only".
+    public var `protocol`: String
+    public var hasResidentKey: Bool
+    public var hasUserVerification: Bool
+    /// Whether built-in user verification may succeed (the policy's
+    /// user-verification decides how).
+    public var isUserVerified: Bool
+    public var hasLargeBlob: Bool
+    public var hasCredBlob: Bool
+    public var hasMinPinLength: Bool
+    public var hasPrf: Bool
+
+    init(_ key: KeyConfiguration, presence: PresenceBroker) {
+        `protocol` = key.protocolMode.rawValue
+        hasResidentKey = key.residentKeys
+        hasUserVerification = presence.builtInUserVerification
+        isUserVerified = presence.builtInUserVerification && presence.isUserVerified
+        hasLargeBlob = key.largeBlobs
+        hasCredBlob = key.credBlob
+        hasMinPinLength = key.minPinLength
+        hasPrf = key.prf
+    }
 }
 
 /// GET /v1/status
@@ -40,7 +69,8 @@ public struct StatusDocument: Codable, Sendable {
     public var keys: [KeyDocument]
 }
 
-/// POST /v1/keys
+/// POST /v1/keys. The feature switches take WebDriver's names (WebAuthn
+/// §11); left out, a key has everything but user verification.
 public struct CreateKeyRequest: Codable, Sendable {
     public var name: String
     public var presence: PresenceMode?
@@ -49,28 +79,95 @@ public struct CreateKeyRequest: Codable, Sendable {
     public var attestation: String?
     /// The key's changes to the daemon's `[policy]`, as in `[keys.policy]`.
     public var policy: PolicyOverrides?
+    /// "ctap2.1" (default) or "u2f-only"; WebDriver's "ctap2", "ctap2_1" and
+    /// "ctap1/u2f" are accepted too.
+    public var `protocol`: String?
+    public var hasResidentKey: Bool?
+    /// Built-in user verification: true sets the policy's user-verification
+    /// to auto (presence auto) or prompt, false to deny, unless `policy`
+    /// names it.
+    public var hasUserVerification: Bool?
+    /// Whether built-in user verification may succeed (default true: the
+    /// policy decides); false makes it fail.
+    public var isUserVerified: Bool?
+    /// WebDriver's isUserConsenting: false makes the presence mode `deny`
+    /// unless `presence` says otherwise.
+    public var isUserConsenting: Bool?
+    public var hasLargeBlob: Bool?
+    public var hasCredBlob: Bool?
+    public var hasMinPinLength: Bool?
+    public var hasPrf: Bool?
+
+    public init(name: String) { self.name = name }
+
+    /// The protocol mode `protocol` names; nil for a name it is not.
+    static func protocolMode(_ name: String?) -> ProtocolMode? {
+        switch name {
+        case nil, "ctap2.1", "ctap2", "ctap2_1": .ctap21
+        case "u2f-only", "ctap1/u2f", "u2f": .u2fOnly
+        default: nil
+        }
+    }
 }
 
-/// A stored credential.
+/// PUT /v1/keys/{name}/user-verified, and its answer.
+public struct UserVerifiedDocument: Codable, Sendable, Equatable {
+    public var isUserVerified: Bool
+}
+
+/// A stored credential: WebDriver's Credential (WebAuthn §11 "Credential
+/// Parameters": credentialId, isResidentCredential, rpId, privateKey,
+/// userHandle, signCount, largeBlob) and latchkey's own fields (`id` and
+/// `userId` repeat credentialId and userHandle).
 public struct CredentialDocument: Codable, Sendable, Equatable {
     public var id: String
+    public var credentialId: String
+    public var isResidentCredential: Bool
     public var rpId: String
     public var rpName: String?
     public var userId: String
+    public var userHandle: String
     public var userName: String?
     public var userDisplayName: String?
     public var algorithm: Int
     public var credProtect: Int
+    /// The last signature counter value it signed with, when the daemon knows it.
+    public var signCount: Int?
+    /// base64url PKCS#8; only with ?privateKey=true.
+    public var privateKey: String?
+    /// base64url; only when the key holds a large blob for it and it was asked for.
+    public var largeBlob: String?
 
     init(_ credential: StoredCredential) {
+        self.init(credential, signCount: nil)
+    }
+
+    init(_ credential: StoredCredential, signCount: Int?) {
         id = Base64URL.encode(credential.id)
+        credentialId = id
+        isResidentCredential = true
         rpId = credential.rpId
         rpName = credential.rpName
         userId = Base64URL.encode(credential.userId)
+        userHandle = userId
         userName = credential.userName
         userDisplayName = credential.userDisplayName
         algorithm = credential.algorithm
         credProtect = Int(credential.credProtect)
+        self.signCount = signCount
+    }
+
+    /// A non-discoverable credential the key just wrapped (nothing is stored).
+    init(nonResident credentialId: [UInt8], rpId: String, userHandle: [UInt8], algorithm: Int, signCount: Int?) {
+        id = Base64URL.encode(credentialId)
+        self.credentialId = id
+        isResidentCredential = false
+        self.rpId = rpId
+        userId = Base64URL.encode(userHandle)
+        self.userHandle = userId
+        self.algorithm = algorithm
+        credProtect = 1
+        self.signCount = signCount
     }
 }
 

@@ -49,6 +49,8 @@ struct ControlServer {
         let started = self.started
         let stateDirectory = self.stateDirectory
 
+        addEventRoutes(to: router)
+        addAutomationRoutes(to: router)
         router.get("/v1/status") { _, _ in
             json(
                 StatusDocument(

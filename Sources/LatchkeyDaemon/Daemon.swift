@@ -34,8 +34,10 @@ public struct Daemon: Sendable {
         let plan = TransportPlan.decide(configuration, logger: logger)
         let board = PresenceBoard(notifier: DesktopNotifier(logger: logger))
         let hub = try await DaemonTransportHub.start(plan: plan, configuration: configuration, logger: logger)
+        let events = EventBus()
         let manager = KeyManager(
-            configuration: configuration, masterKey: masterKey, board: board, transports: hub, logger: logger
+            configuration: configuration, masterKey: masterKey, board: board, transports: hub,
+            events: events, logger: logger
         )
         do {
             try await manager.startAll()
@@ -60,7 +62,11 @@ public struct Daemon: Sendable {
         let readiness = ReadinessService(manager: manager, listening: listening, logger: logger)
         let group = ServiceGroup(
             configuration: .init(
-                services: [.init(service: control), .init(service: readiness)],
+                // Last, so that its graceful shutdown runs first and ends the open event streams.
+                services: [
+                    .init(service: control), .init(service: readiness),
+                    .init(service: EventStreamCloser(events: events)),
+                ],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger
             )

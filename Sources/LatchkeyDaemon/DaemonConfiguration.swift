@@ -17,6 +17,14 @@ public enum PresenceMode: String, Sendable, Codable, CaseIterable {
     case deny
 }
 
+/// The protocols a key speaks (WebDriver's authenticator `protocol`).
+public enum ProtocolMode: String, Sendable, Codable, CaseIterable {
+    /// CTAP 2.1, and U2F over CTAPHID_MSG.
+    case ctap21 = "ctap2.1"
+    /// CTAP1/U2F only: no CBOR capability, CBOR commands refused.
+    case u2fOnly = "u2f-only"
+}
+
 /// Whether a transport is on.
 public enum TransportSwitch: String, Sendable, Codable {
     /// On; failing to start it is an error.
@@ -47,6 +55,22 @@ public struct KeyConfiguration: Sendable, Equatable {
     public var manufacturer: String = "latchkey"
     /// Attestation statement for makeCredential: batch, self or none.
     public var attestation: String = "batch"
+    /// What the key speaks: CTAP 2.1 (with U2F), or U2F alone.
+    public var protocolMode: ProtocolMode = .ctap21
+    /// Discoverable credentials (getInfo rk).
+    public var residentKeys = true
+    /// Whether built-in user verification may succeed (WebDriver's
+    /// isUserVerified, set through the control API); whether the key offers
+    /// it at all, and how, is the policy's user-verification.
+    public var userVerified = true
+    /// authenticatorLargeBlobs and the largeBlobKey extension.
+    public var largeBlobs = true
+    /// The credBlob extension.
+    public var credBlob = true
+    /// The minPinLength extension.
+    public var minPinLength = true
+    /// hmac-secret (and hmac-secret-mc), which WebAuthn's PRF uses.
+    public var prf = true
     /// This key's changes to the daemon's `[policy]`.
     public var policy = PolicyOverrides()
 
@@ -159,6 +183,12 @@ public struct DaemonConfiguration: Sendable, Equatable {
         # product-name = "Virtual FIDO2 Key"  # hosts show "<manufacturer> <product-name>"
         # manufacturer = "latchkey"
         # attestation = "batch"     # batch | self | none
+        # protocol = "ctap2.1"      # ctap2.1 | u2f-only
+        # resident-keys = true      # discoverable credentials (getInfo rk)
+        # large-blob = true         # authenticatorLargeBlobs and largeBlobKey
+        # cred-blob = true          # the credBlob extension
+        # min-pin-length = true     # the minPinLength extension
+        # prf = true                # hmac-secret and hmac-secret-mc (WebAuthn PRF)
         # [keys.policy]             # any [policy] key, for this key only
         # user-verification = "deny"
         """
@@ -210,6 +240,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
                 if let value = try section.string("product-name") { key.productName = value }
                 if let value = try section.string("manufacturer") { key.manufacturer = value }
                 if let value = try section.string("attestation") { key.attestation = value }
+                try section.features(into: &key)
                 if var policy = try section.table("policy") { key.policy = try policy.policyOverrides() }
                 try section.finish()
                 parsed.append(key)
@@ -342,6 +373,21 @@ struct TableReader {
             throw ConfigurationError("\(path): \(key) must be \"auto\", \"prompt\" or \"deny\", not \"\(string)\"")
         }
         return mode
+    }
+
+    /// A [[keys]] table's feature switches (the control API's key options).
+    mutating func features(into key: inout KeyConfiguration) throws(ConfigurationError) {
+        if let value = try string("protocol") {
+            guard let mode = ProtocolMode(rawValue: value) else {
+                throw ConfigurationError("\(path): protocol must be \"ctap2.1\" or \"u2f-only\", not \"\(value)\"")
+            }
+            key.protocolMode = mode
+        }
+        if let value = try bool("resident-keys") { key.residentKeys = value }
+        if let value = try bool("large-blob") { key.largeBlobs = value }
+        if let value = try bool("cred-blob") { key.credBlob = value }
+        if let value = try bool("min-pin-length") { key.minPinLength = value }
+        if let value = try bool("prf") { key.prf = value }
     }
 
     func uint16(_ value: Int, _ key: String) throws(ConfigurationError) -> UInt16 {

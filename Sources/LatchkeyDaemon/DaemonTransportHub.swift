@@ -110,8 +110,11 @@ final class LiveAttachment: KeyAttachment, @unchecked Sendable {
             return
         }
         let writeLogger = logger
-        let session = HIDSession(authenticator: key.authenticator, presence: key.presence, logger: logger) {
-            report in
+        let hooks = key.sessionHooks { [weak self] in Task { await self?.replugUHID() } }
+        let session = HIDSession(
+            authenticator: key.authenticator, presence: key.presence, logger: logger,
+            capabilities: key.hidCapabilities, hooks: hooks
+        ) { report in
             do {
                 try device.sendInputReport(report)
             } catch {
@@ -201,6 +204,12 @@ final class LiveAttachment: KeyAttachment, @unchecked Sendable {
 
     func replug() async {
         if let usbip, let busid { usbip.disconnect(busid) }
+        await replugUHID()
+    }
+
+    /// Destroys the uhid device and makes it again: the kernel sees the key
+    /// unplugged and plugged in.
+    func replugUHID() async {
         let state = uhid.withLock { state -> UHIDState in
             defer { state = UHIDState(state: "destroyed") }
             return state

@@ -3,7 +3,8 @@
 // connection). The session performs the machine's actions, runs the engine
 // for delivered messages, sends KEEPALIVE every 100 ms while the engine works
 // (UPNEEDED while a person is asked), ticks continuation timeouts, and turns
-// CTAPHID_CANCEL into cancelling the engine's task.
+// CTAPHID_CANCEL into cancelling the engine's task. Response-stage CI
+// overrides (Overrides.swift) act here, on the engine's answer.
 
 import CTAP
 import CTAPHID
@@ -45,19 +46,27 @@ public actor HIDSession {
     private var nextRequestID: UInt64 = 0
     private var timer: Task<Void, Never>?
     private var closed = false
+    private let configuration: CTAPHIDStateMachine.Configuration
+    private let hooks: SessionHooks?
 
-    /// A session that sends its input reports through `send`.
+    /// A session that sends its input reports through `send`. `capabilities`
+    /// are CTAPHID_INIT's flags (a U2F-only key leaves out CBOR); `hooks`
+    /// bring the key's CI overrides.
     public init(
         authenticator: Authenticator,
         presence: PresenceBroker?,
         logger: Logger,
+        capabilities: UInt8 = CTAPHIDConstants.capabilityWink | CTAPHIDConstants.capabilityCBOR,
+        hooks: SessionHooks? = nil,
         send: @escaping @Sendable ([UInt8]) -> Void
     ) {
-        self.machine = CTAPHIDStateMachine(configuration: .init())
+        self.configuration = CTAPHIDStateMachine.Configuration(capabilities: capabilities)
+        self.machine = CTAPHIDStateMachine(configuration: configuration)
         self.authenticator = authenticator
         self.presence = presence
         self.send = send
         self.logger = logger
+        self.hooks = hooks
     }
 
     /// An output report from the host.
@@ -81,7 +90,7 @@ public actor HIDSession {
     public func reopen() {
         guard closed else { return }
         closed = false
-        machine = CTAPHIDStateMachine(configuration: .init())
+        machine = CTAPHIDStateMachine(configuration: configuration)
     }
 
     private func perform(_ actions: [CTAPHIDStateMachine.Action]) {
@@ -113,23 +122,67 @@ public actor HIDSession {
             } else {
                 response = await authenticator.handleAPDU(payload)
             }
-            self.finish(id: id, channel: channel, command: command, response: response)
+            self.finish(id: id, channel: channel, command: command, request: payload, response: response)
         }
         engine = (id, channel, task)
     }
 
-    private func finish(id: UInt64, channel: UInt32, command: CTAPHIDCommand, response: [UInt8]) {
+    private func finish(id: UInt64, channel: UInt32, command: CTAPHIDCommand, request: [UInt8], response: [UInt8]) {
         // An answer to a request the host abandoned (INIT re-sync, close) is dropped:
         // sent now, it would be taken as the answer to the channel's next request.
         guard engine?.id == id else { return }
         engine = nil
         guard !closed else { return }
+        guard let response = overridden(command: command, request: request, response: response) else { return }
         logger.debug(
             "answered",
             metadata: ["channel": "\(channel)", "command": "\(command)", "status": "\(response.first ?? 0)"]
         )
         perform(machine.respond(channel: channel, command: command, payload: response))
         scheduleTimer()
+    }
+
+    /// The response after the key's response-stage override, if one catches
+    /// this operation; nil when the override drops the connection instead.
+    private func overridden(command: CTAPHIDCommand, request: [UInt8], response: [UInt8]) -> [UInt8]? {
+        guard let hooks, hooks.overrides.hasResponseOverrides else { return response }
+        let isCBOR = command == .cbor
+        let operation =
+            isCBOR ? request.first.flatMap(OverrideOperation.init(cborCommand:)) : OverrideOperation(apdu: request)
+        guard let operation else { return response }
+        func bogus() -> [UInt8]? {
+            isCBOR
+                ? ResponseTampering.bogusSignature(cbor: response, operation: operation)
+                : ResponseTampering.bogusSignature(apdu: response)
+        }
+        func malformed() -> [UInt8]? {
+            isCBOR ? ResponseTampering.malformed(cbor: response) : ResponseTampering.malformed(apdu: response)
+        }
+        // An override acts only where it can: a bogus signature needs a
+        // signature, a malformed response a successful one. Otherwise it
+        // waits for the next operation.
+        let action = hooks.overrides.take(.response, operation: operation) { action in
+            switch action {
+            case .bogusSignature: bogus() != nil
+            case .malformedResponse: malformed() != nil
+            default: true
+            }
+        }
+        guard let action else { return response }
+        logger.notice(
+            "override applied",
+            metadata: ["override": "\(action.rawValue)", "operation": "\(operation.rawValue)"]
+        )
+        hooks.applied(action, operation)
+        switch action {
+        case .bogusSignature: return bogus() ?? response
+        case .malformedResponse: return malformed() ?? response
+        case .dropConnection:
+            close()
+            hooks.drop()
+            return nil
+        case .approve, .deny, .timeout, .uvFalse: return response
+        }
     }
 
     /// Keeps one timer task alive while there is a deadline or an engine
@@ -158,4 +211,14 @@ public actor HIDSession {
         }
         return true
     }
+}
+
+/// What a session needs for a key's CI overrides.
+public struct SessionHooks: Sendable {
+    /// The key's override queue.
+    var overrides: OverrideQueue
+    /// Told when an override acted (for the event stream).
+    var applied: @Sendable (OverrideAction, OverrideOperation) -> Void
+    /// Yanks the key from this transport (drop-connection).
+    var drop: @Sendable () -> Void
 }

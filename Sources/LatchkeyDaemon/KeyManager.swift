@@ -38,6 +38,8 @@ actor KeyManager {
     private let board: PresenceBoard
     private let transports: any TransportHub
     private let logger: Logger
+    /// Where the keys' events go (GET /v1/events).
+    nonisolated let events: EventBus
     private var keys: [String: Managed] = [:]
     private var order: [String] = []
 
@@ -46,8 +48,10 @@ actor KeyManager {
         masterKey: [UInt8],
         board: PresenceBoard,
         transports: any TransportHub,
+        events: EventBus = EventBus(),
         logger: Logger
     ) {
+        self.events = events
         self.configuration = configuration
         self.masterKey = masterKey
         self.board = board
@@ -69,7 +73,7 @@ actor KeyManager {
                 let request = try? JSONDecoder().decode(CreateKeyRequest.self, from: data)
             else { continue }
             do {
-                try await open(Self.keyConfiguration(request), fromConfiguration: false)
+                try await open(Self.keyConfiguration(request, defaultPresence: configuration.presence), fromConfiguration: false)
             } catch {
                 logger.error("cannot open key created earlier", metadata: ["key": "\(name)", "error": "\(error)"])
             }
@@ -89,7 +93,7 @@ actor KeyManager {
     private func open(_ key: KeyConfiguration, fromConfiguration: Bool) async throws -> Managed {
         let virtualKey = try VirtualKey(
             configuration: key, directory: "\(keysDirectory)/\(key.name)", masterKey: masterKey,
-            defaults: configuration, board: board, logger: logger
+            defaults: configuration, board: board, events: events, logger: logger
         )
         let attachment = await transports.attach(virtualKey)
         let managed = Managed(key: virtualKey, attachment: attachment, fromConfiguration: fromConfiguration)
@@ -99,13 +103,26 @@ actor KeyManager {
         return managed
     }
 
-    static func keyConfiguration(_ request: CreateKeyRequest) -> KeyConfiguration {
+    static func keyConfiguration(_ request: CreateKeyRequest, defaultPresence: PresenceMode) -> KeyConfiguration {
         var key = KeyConfiguration(name: request.name)
-        key.presence = request.presence
+        key.presence = request.presence ?? (request.isUserConsenting == false ? .deny : nil)
         key.uhid = request.uhid ?? true
         key.usbip = request.usbip ?? true
         if let attestation = request.attestation { key.attestation = attestation }
         if let policy = request.policy { key.policy = policy }
+        key.protocolMode = CreateKeyRequest.protocolMode(request.protocol) ?? .ctap21
+        if let value = request.hasResidentKey { key.residentKeys = value }
+        // WebDriver's hasUserVerification is the policy's user-verification,
+        // unless the request's policy names it: silent in auto mode, a
+        // person's approval otherwise (a person is never verified silently).
+        if let value = request.hasUserVerification, key.policy.userVerification == nil {
+            key.policy.userVerification = value ? ((key.presence ?? defaultPresence) == .auto ? .auto : .prompt) : .deny
+        }
+        if let value = request.isUserVerified { key.userVerified = value }
+        if let value = request.hasLargeBlob { key.largeBlobs = value }
+        if let value = request.hasCredBlob { key.credBlob = value }
+        if let value = request.hasMinPinLength { key.minPinLength = value }
+        if let value = request.hasPrf { key.prf = value }
         return key
     }
 
@@ -130,7 +147,8 @@ actor KeyManager {
             presence: managed.key.presence.current.mode.rawValue,
             credentials: (try? managed.key.store.credentialCount()) ?? 0,
             uhid: await managed.attachment.uhidStatus(),
-            usbip: await managed.attachment.usbipStatus()
+            usbip: await managed.attachment.usbipStatus(),
+            options: KeyOptionsDocument(managed.key.configuration, presence: managed.key.presence)
         )
     }
 
@@ -142,7 +160,13 @@ actor KeyManager {
         if let attestation = request.attestation, !["batch", "self", "none"].contains(attestation) {
             throw .badRequest("attestation must be batch, self or none")
         }
-        let key = Self.keyConfiguration(request)
+        guard CreateKeyRequest.protocolMode(request.protocol) != nil else {
+            throw .badRequest("protocol must be ctap2.1 or u2f-only")
+        }
+        if let has = request.hasUserVerification, let named = request.policy?.userVerification, has != (named != .deny) {
+            throw .badRequest("hasUserVerification \(has) contradicts the policy's userVerification \"\(named.rawValue)\"")
+        }
+        let key = Self.keyConfiguration(request, defaultPresence: configuration.presence)
         do throws(ConfigurationError) {
             try key.policy.applied(to: configuration.policy).validate(mode: key.presence ?? configuration.presence)
         } catch {
@@ -158,6 +182,7 @@ actor KeyManager {
                 throw ControlError.internalError("cannot write \(directory)/key.json")
             }
             let managed = try await open(key, fromConfiguration: false)
+            events.publish(.keyCreated, key: key.name, ["protocol": .string(key.protocolMode.rawValue)])
             return await document(managed)
         } catch let error as ControlError {
             throw error
@@ -182,16 +207,21 @@ actor KeyManager {
         } catch {
             throw .internalError("key \(name) is detached but its directory could not be removed: \(error)")
         }
+        events.publish(.keyDeleted, key: name)
         logger.info("key deleted", metadata: ["key": "\(name)"])
     }
 
-    func credentials(_ name: String) throws(ControlError) -> [CredentialDocument] {
+    func credentials(_ name: String) async throws(ControlError) -> [CredentialDocument] {
         let managed = try managed(name)
+        let stored: [StoredCredential]
         do {
-            return try managed.key.credentials().map(CredentialDocument.init)
+            stored = try managed.key.credentials()
         } catch {
             throw .internalError("cannot read the credentials of \(name): \(error)")
         }
+        var documents: [CredentialDocument] = []
+        for credential in stored { documents.append(await Self.document(credential, of: managed.key)) }
+        return documents
     }
 
     func deleteCredential(_ name: String, id: String) async throws(ControlError) {
@@ -344,8 +374,34 @@ actor KeyManager {
 
     func replug(_ name: String) async throws(ControlError) {
         let managed = try managed(name)
+        board.answerAll(key: name, .cancelled)
         await managed.key.authenticator.powerCycle()
         await managed.attachment.replug()
+        events.publish(.keyReplugged, key: name, ["reason": "control API"])
+        logger.info("key replugged", metadata: ["key": "\(name)"])
+    }
+
+    /// The key's running parts, for the automation endpoints.
+    func key(_ name: String) throws(ControlError) -> VirtualKey { try managed(name).key }
+
+    /// Sets what the key's built-in user verification answers, and remembers
+    /// it for a key created through the API.
+    func setUserVerified(_ name: String, _ value: Bool) throws(ControlError) -> UserVerifiedDocument {
+        let managed = try managed(name)
+        managed.key.presence.isUserVerified = value
+        let marker = "\(keysDirectory)/\(name)/key.json"
+        if !managed.fromConfiguration, let data = FileManager.default.contents(atPath: marker),
+            var request = try? JSONDecoder().decode(CreateKeyRequest.self, from: data)
+        {
+            request.isUserVerified = value
+            if let updated = try? JSONEncoder().encode(request) {
+                _ = FileManager.default.createFile(
+                    atPath: marker, contents: updated, attributes: [.posixPermissions: 0o600]
+                )
+            }
+        }
+        logger.info("isUserVerified set", metadata: ["key": "\(name)", "isUserVerified": "\(value)"])
+        return UserVerifiedDocument(isUserVerified: value)
     }
 
     /// Detaches every key (shutdown).

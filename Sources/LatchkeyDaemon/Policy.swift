@@ -202,6 +202,8 @@ public enum PolicyPath: String, Sendable, Equatable, Codable {
     case conditional
     /// A makeCredential that failed a condition, refused by `on-mismatch = "deny"`.
     case mismatch
+    /// A CI override queued through the control API answered (Overrides.swift).
+    case override
 }
 
 /// The policy's verdict on one request.

@@ -3,7 +3,10 @@
 // settings; in `prompt` mode a request waits, visible through the control
 // API (and as a desktop notification), until it is approved, denied, times
 // out, or the host cancels it (CTAPHID_CANCEL cancels the engine's task,
-// which ends the wait). Every decision is recorded with its reason.
+// which ends the wait). Every decision is recorded with its reason. A key's
+// queued CI overrides of the presence stage (approve, deny, timeout,
+// uv-false) answer before the policy does, and every request and answer is
+// published on the event bus.
 
 import CTAP
 import Foundation
@@ -211,6 +214,11 @@ public final class PresenceBroker: UserPresence {
     let builtInUserVerification: Bool
     /// How long a conditional registration is watched for its credential.
     static let creationWatch: Duration = .seconds(5)
+    /// The key's CI overrides.
+    let overrides: OverrideQueue
+    /// Where presence.requested, presence.answered and override.applied go.
+    let eventBus: EventBus?
+    private let userVerified = Mutex(true)
 
     init(
         key: String,
@@ -221,9 +229,13 @@ public final class PresenceBroker: UserPresence {
         policy: PolicySettings = PolicySettings(),
         builtInUserVerification: Bool = false,
         events: (any PolicyEventSink)? = nil,
-        clock: any MonotonicClock = SystemMonotonicClock()
+        clock: any MonotonicClock = SystemMonotonicClock(),
+        overrides: OverrideQueue = OverrideQueue(),
+        eventBus: EventBus? = nil
     ) {
         self.builtInUserVerification = builtInUserVerification
+        self.overrides = overrides
+        self.eventBus = eventBus
         self.key = key
         self.board = board
         self.logger = logger
@@ -302,6 +314,15 @@ public final class PresenceBroker: UserPresence {
         return policy.withLock { $0.openSignals(now: now) }
     }
 
+    /// Whether built-in user verification may succeed (WebDriver's
+    /// isUserVerified): false turns every verification the policy would
+    /// grant into presence alone, so the engine answers CTAP2_ERR_UV_INVALID.
+    /// True leaves the policy to decide.
+    public var isUserVerified: Bool {
+        get { userVerified.withLock { $0 } }
+        set { userVerified.withLock { $0 = newValue } }
+    }
+
     /// Whether a request of this key is waiting for a person.
     var isWaiting: Bool { board.pending().contains { $0.key == key } }
 
@@ -310,7 +331,18 @@ public final class PresenceBroker: UserPresence {
         let time = RFC3339.now()
         let request = PolicyRequest(presenceRequest)
         let settings = current
-        let decision = await decide(request, mode: settings.mode)
+        eventBus?.publish(.presenceRequested, key: key, Self.eventFields(request))
+        let operation = Self.overrideOperation(request.operation)
+        // uv-false waits for a request that asks for user verification.
+        let override = overrides.take(.presence, operation: operation) {
+            $0 != .uvFalse || request.userVerification
+        }
+        let decision: PolicyDecision
+        if let override {
+            decision = Self.decision(for: override, request)
+        } else {
+            decision = await decide(request, mode: settings.mode)
+        }
 
         var outcome: PolicyOutcome
         var reason = decision.reason
@@ -341,6 +373,10 @@ public final class PresenceBroker: UserPresence {
             if outcome == .approved && grantsUserVerification { outcome = .verified }
             reason += "; \(Self.verb(answer.outcome)) by \(answer.by) (\(id))"
         }
+        if outcome == .verified && !isUserVerified {
+            outcome = .approved
+            reason += "; built-in UV fails (isUserVerified false)"
+        }
 
         let record = decisions.append(
             PolicyDecisionRecord(
@@ -364,13 +400,14 @@ public final class PresenceBroker: UserPresence {
                 "decision": "\(record.id)",
             ]
         )
-        var fields = [
+        var decisionFields = [
             "decision": "\(record.id)", "operation": record.operation, "path": record.path.rawValue,
             "outcome": record.outcome.rawValue, "reason": record.reason,
         ]
-        fields["rpId"] = record.rpId
-        fields["userName"] = record.userName
-        events.withLock { $0 }.publish(PolicyEvent(type: "policy.decision", key: key, fields: fields))
+        decisionFields["rpId"] = record.rpId
+        decisionFields["userName"] = record.userName
+        events.withLock { $0 }.publish(PolicyEvent(type: "policy.decision", key: key, fields: decisionFields))
+        publishAnswer(request, outcome: outcome, override: override, operation: operation)
         if decision.path == .conditional, let rpId = request.rpId, let userName = request.userName {
             if request.discoverable {
                 watchCreation(rpId: rpId, userName: userName, userId: request.userId, decision: record)
@@ -442,6 +479,61 @@ public final class PresenceBroker: UserPresence {
                 "conditional registration approved, but no passkey appeared (not discoverable, or the request failed)",
                 metadata: ["rp": "\(rpId)", "user": "\(userName)", "decision": "\(decision.id)"]
             )
+        }
+    }
+
+    /// An override's decision: it answers in place of the policy.
+    static func decision(for override: OverrideAction, _ request: PolicyRequest) -> PolicyDecision {
+        let action: PolicyDecision.Action
+        switch override {
+        // Approve grants built-in UV when asked: isUserVerified still decides.
+        case .approve: action = .grant(request.userVerification ? .verified : .approved)
+        case .deny: action = .refuse
+        case .timeout: action = .grant(.timedOut)
+        case .uvFalse: action = .grant(.approved)
+        case .bogusSignature, .malformedResponse, .dropConnection:
+            preconditionFailure("a response-stage override never reaches the presence decision")
+        }
+        return PolicyDecision(action: action, path: .override, reason: "override \(override.rawValue)")
+    }
+
+    /// presence.answered (and override.applied) on the event bus.
+    private func publishAnswer(
+        _ request: PolicyRequest,
+        outcome: PolicyOutcome,
+        override: OverrideAction?,
+        operation: OverrideOperation
+    ) {
+        guard let eventBus else { return }
+        var fields = Self.eventFields(request)
+        fields["outcome"] = .string(outcome.rawValue)
+        if let override {
+            fields["override"] = .string(override.rawValue)
+            eventBus.publish(
+                .overrideApplied, key: key,
+                ["override": .string(override.rawValue), "operation": .string(operation.rawValue)]
+            )
+        }
+        eventBus.publish(.presenceAnswered, key: key, fields)
+    }
+
+    /// What presence.requested and presence.answered say about the request.
+    static func eventFields(_ request: PolicyRequest) -> [String: EventValue] {
+        var fields: [String: EventValue] = ["operation": .string(request.operation.rawValue)]
+        if let rpId = request.rpId { fields["rpId"] = .string(rpId) }
+        if let userName = request.userName { fields["userName"] = .string(userName) }
+        if request.userVerification { fields["userVerification"] = .bool(true) }
+        return fields
+    }
+
+    /// The override operation a presence request belongs to.
+    static func overrideOperation(_ operation: PresenceRequest.Operation) -> OverrideOperation {
+        switch operation {
+        case .makeCredential, .excludedCredential, .u2fRegister: .makeCredential
+        case .getAssertion, .u2fAuthenticate: .getAssertion
+        case .reset: .reset
+        case .selection, .touchProbe: .selection
+        case .userVerificationToken: .clientPIN
         }
     }
 

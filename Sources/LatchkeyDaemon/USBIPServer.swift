@@ -272,8 +272,11 @@ final class USBIPConnectionHandler: ChannelInboundHandler {
         var sessionLogger = key.logger
         sessionLogger[metadataKey: "transport"] = "usbip"
         sessionLogger[metadataKey: "busid"] = "\(busid)"
-        let session = HIDSession(authenticator: key.authenticator, presence: key.presence, logger: sessionLogger) {
-            report in
+        let hooks = key.sessionHooks { channel.close(promise: nil) }
+        let session = HIDSession(
+            authenticator: key.authenticator, presence: key.presence, logger: sessionLogger,
+            capabilities: key.hidCapabilities, hooks: hooks
+        ) { report in
             loop.execute { bound.value.inputReport(report, context: contextBound.value) }
         }
         let (stream, continuation) = AsyncStream<[UInt8]>.makeStream(bufferingPolicy: .bufferingNewest(1024))

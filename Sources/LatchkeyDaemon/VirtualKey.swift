@@ -4,10 +4,12 @@
 
 import CBOR
 import CTAP
+import CTAPHID
 import Foundation
 import LatchkeyCrypto
 import LatchkeyStore
 import Logging
+import Synchronization
 
 /// A running virtual key.
 public final class VirtualKey: Sendable {
@@ -22,6 +24,11 @@ public final class VirtualKey: Sendable {
     public let store: SQLiteCredentialStore
     public let authenticator: Authenticator
     public let presence: PresenceBroker
+    /// The key's queued CI overrides (POST /v1/keys/{name}/overrides).
+    public let overrides = OverrideQueue()
+    /// Where the key's events go.
+    public let events: EventBus
+    private let signCounts = SignCountBook()
     let logger: Logger
 
     /// Opens (or creates) the key's store under `directory` and its identity.
@@ -31,8 +38,10 @@ public final class VirtualKey: Sendable {
         masterKey: [UInt8],
         defaults: DaemonConfiguration,
         board: PresenceBoard,
+        events: EventBus,
         logger: Logger
     ) throws {
+        self.events = events
         var logger = logger
         logger[metadataKey: "key"] = "\(configuration.name)"
         self.logger = logger
@@ -53,23 +62,34 @@ public final class VirtualKey: Sendable {
         presence = PresenceBroker(
             key: configuration.name, mode: configuration.presence ?? defaults.presence,
             timeoutSeconds: defaults.presenceTimeoutSeconds, board: board, logger: logger,
-            policy: policy, builtInUserVerification: policy.userVerification != .deny
+            policy: policy, builtInUserVerification: policy.userVerification != .deny,
+            overrides: overrides, eventBus: events
         )
+        presence.isUserVerified = configuration.userVerified
         let keyLogger = logger
+        var engine = AuthenticatorConfiguration(
+            aaguid: aaguid,
+            attestation: AttestationMode(rawValue: configuration.attestation) ?? .batch,
+            attestationIdentity: identity,
+            resetWindowMilliseconds: UInt64(defaults.resetWindowSeconds) * 1000,
+            // getInfo's uv is fixed for the key's life: the policy as configured
+            // decides whether the key offers built-in UV at all (deny: never).
+            builtInUserVerification: policy.userVerification != .deny
+        )
+        Self.applyFeatures(of: configuration, to: &engine)
+        let signCounts = self.signCounts
+        let name = configuration.name
         authenticator = try Authenticator(
-            configuration: AuthenticatorConfiguration(
-                aaguid: aaguid,
-                attestation: AttestationMode(rawValue: configuration.attestation) ?? .batch,
-                attestationIdentity: identity,
-                resetWindowMilliseconds: UInt64(defaults.resetWindowSeconds) * 1000,
-                // getInfo's uv is fixed for the key's life: the policy as configured
-                // decides whether the key offers built-in UV at all (deny: never).
-                builtInUserVerification: policy.userVerification != .deny
-            ),
+            configuration: engine,
             store: store, presence: presence, clock: SystemMonotonicClock(), entropy: entropy,
-            diagnostics: { keyLogger.error("authenticator: \($0)") }
+            diagnostics: { keyLogger.error("authenticator: \($0)") },
+            events: { event in
+                if let signCount = event.signCount { signCounts[event.credentialId] = signCount }
+                events.publish(EventName(rawValue: event.kind.rawValue), key: name, Self.fields(of: event))
+            }
         )
         presence.bind(facts: Self.facts(authenticator: authenticator))
+        presence.connect(events: events)
     }
 
     /// What conditional registration asks about the key: its passkeys for
@@ -84,6 +104,50 @@ public final class VirtualKey: Sendable {
             },
             pinSet: { try? await authenticator.pinStatus().isSet }
         )
+    }
+
+    /// The engine's feature switches for the key's options.
+    static func applyFeatures(of key: KeyConfiguration, to engine: inout AuthenticatorConfiguration) {
+        engine.ctap2Enabled = key.protocolMode == .ctap21
+        engine.residentKeys = key.residentKeys
+        engine.largeBlobs = key.largeBlobs
+        var extensions = Set(ExtensionIdentifier.supported)
+        if !key.largeBlobs { extensions.remove(ExtensionIdentifier.largeBlobKey) }
+        if !key.credBlob { extensions.remove(ExtensionIdentifier.credBlob) }
+        if !key.minPinLength { extensions.remove(ExtensionIdentifier.minPinLength) }
+        if !key.prf {
+            extensions.remove(ExtensionIdentifier.hmacSecret)
+            extensions.remove(ExtensionIdentifier.hmacSecretMakeCredential)
+        }
+        engine.enabledExtensions = extensions
+    }
+
+    /// An engine event's fields on the event bus.
+    static func fields(of event: AuthenticatorEvent) -> [String: EventValue] {
+        var fields: [String: EventValue] = [
+            "credentialId": .string(Base64URL.encode(event.credentialId)),
+            "discoverable": .bool(event.discoverable),
+            "userVerified": .bool(event.userVerified),
+        ]
+        if let rpId = event.rpId { fields["rpId"] = .string(rpId) }
+        if let userId = event.userId { fields["userHandle"] = .string(Base64URL.encode(userId)) }
+        if let userName = event.userName { fields["userName"] = .string(userName) }
+        if let displayName = event.userDisplayName { fields["userDisplayName"] = .string(displayName) }
+        if let signCount = event.signCount { fields["signCount"] = .int(Int(signCount)) }
+        if let origin = event.origin { fields["origin"] = .string(origin) }
+        return fields
+    }
+
+    /// The last signature counter value of each credential, as the engine's
+    /// events told it since the daemon started (the store keeps only a
+    /// reservation ahead of it).
+    func lastSignCount(of credentialId: [UInt8]) -> UInt32? {
+        signCounts[credentialId]
+    }
+
+    /// Remembers a seeded credential's counter.
+    func noteSignCount(_ value: UInt32, of credentialId: [UInt8]) {
+        signCounts[credentialId] = value
     }
 
     /// The attestation identity kept in the store, generated on first start.
@@ -115,6 +179,47 @@ public final class VirtualKey: Sendable {
         return String("latchkey-\(tag)-\(configuration.name)".prefix(63))
     }
 
+    /// CTAPHID_INIT's capability flags: a U2F-only key offers no CBOR.
+    var hidCapabilities: UInt8 {
+        configuration.protocolMode == .u2fOnly
+            ? CTAPHIDConstants.capabilityWink
+            : CTAPHIDConstants.capabilityWink | CTAPHIDConstants.capabilityCBOR
+    }
+
+    /// A transport's session hooks: the override queue, events for the
+    /// overrides that act, and `drop` to yank the key from that transport.
+    func sessionHooks(drop: @escaping @Sendable () -> Void) -> SessionHooks {
+        let events = self.events
+        let name = configuration.name
+        let authenticator = self.authenticator
+        return SessionHooks(
+            overrides: overrides,
+            applied: { action, operation in
+                events.publish(
+                    .overrideApplied, key: name,
+                    ["override": .string(action.rawValue), "operation": .string(operation.rawValue)]
+                )
+            },
+            drop: {
+                // A yank is a power cycle too.
+                Task { await authenticator.powerCycle() }
+                events.publish(.keyReplugged, key: name, ["reason": "drop-connection override"])
+                drop()
+            }
+        )
+    }
+
     /// The stored (discoverable) credentials.
     func credentials() throws -> [StoredCredential] { try store.allCredentials() }
+}
+
+/// The last signature counter of each credential a key used since the
+/// daemon started.
+final class SignCountBook: Sendable {
+    private let values = Mutex<[[UInt8]: UInt32]>([:])
+
+    subscript(credentialId: [UInt8]) -> UInt32? {
+        get { values.withLock { $0[credentialId] } }
+        set { values.withLock { $0[credentialId] = newValue } }
+    }
 }

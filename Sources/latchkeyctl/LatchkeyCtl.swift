@@ -52,6 +52,7 @@ struct LatchkeyCtl: ParsableCommand {
         subcommands: [
             Status.self, Keys.self, Credentials.self, Pin.self, Config.self, LargeBlob.self, Reset.self,
             Presence.self, Pending.self, Approve.self, Deny.self,
+            Events.self, Overrides.self,
             Signal.self, Export.self, Import.self,
             Watch.self, Policy.self,
         ]

@@ -43,6 +43,16 @@ struct CreateKeyRequest: Encodable {
     var presence: String?
     var uhid: Bool
     var usbip: Bool
+    /// The feature switches (WebDriver's names); omitted ones take the
+    /// daemon's defaults.
+    var `protocol`: String?
+    var hasResidentKey: Bool?
+    var hasUserVerification: Bool?
+    var isUserVerified: Bool?
+    var hasLargeBlob: Bool?
+    var hasCredBlob: Bool?
+    var hasMinPinLength: Bool?
+    var hasPrf: Bool?
 }
 
 /// A stored credential: `GET /v1/keys/{name}/credentials`.

@@ -34,6 +34,7 @@ sys.path.insert(0, str(E2E_DIR))
 
 import usbip_client as usbip  # noqa: E402
 import usbip_hid  # noqa: E402
+from sse import EventStream  # noqa: E402
 
 HOST = "127.0.0.1"
 STANDIN = REPO.parent / "shared" / "rig" / "smoke" / "usbip_fido.py"
@@ -176,6 +177,7 @@ class Daemon:
         self.state_dir: Path | None = None
         self.control: ControlClient | None = None
         self.problems: list[str] = []
+        self.extra_args: list[str] = []
 
     def start(self, timeout: float = 20.0) -> None:
         for _attempt in range(3):
@@ -187,7 +189,7 @@ class Daemon:
             self.log_path = self.workdir / f"latchkeyd{run}.log"
             argv = [str(self.binary), "--state-dir", str(self.state_dir), "--no-uhid",
                     "--usbip", f"{HOST}:{self.port}", "--presence", "auto",
-                    "--control-socket", str(socket_path)]
+                    "--control-socket", str(socket_path), *self.extra_args]
             with open(self.log_path, "wb") as log:
                 log.write(("$ " + " ".join(argv) + "\n").encode())
                 log.flush()
@@ -307,6 +309,21 @@ def pytest_runtest_makereport(item, call):
         report.sections.append(("latchkeyd log during the test", text or "(nothing logged)"))
 
 
+@pytest.fixture
+def events(daemon):
+    """Opens the daemon's event stream (every key's, or one key's); closed after the test."""
+    streams = []
+
+    def open_stream(key: str | None = None) -> EventStream:
+        stream = EventStream(daemon.control.path, key)
+        streams.append(stream)
+        return stream
+
+    yield open_stream
+    for stream in streams:
+        stream.close()
+
+
 _key_names = itertools.count(1)
 
 
@@ -315,7 +332,8 @@ def make_key(control, daemon, request):
     """Creates keys through the control API (USB/IP only); deletes them after the test."""
     created = []
 
-    def make(presence: str | None = None, attestation: str | None = None, name: str | None = None) -> dict:
+    def make(presence: str | None = None, attestation: str | None = None, name: str | None = None,
+             options: dict | None = None) -> dict:
         if name is None:
             stem = re.sub(r"[^A-Za-z0-9_.-]", "-", request.node.name)[:40]
             name = f"k{next(_key_names)}-{stem}"
@@ -324,6 +342,7 @@ def make_key(control, daemon, request):
             body["presence"] = presence
         if attestation is not None:
             body["attestation"] = attestation
+        body.update(options or {})
         doc = control.post("/v1/keys", body, expect=201)
         created.append(name)
         assert doc["name"] == name, doc

@@ -172,10 +172,10 @@ def refused_at_once(control, name, call):
     return decisions(control, name, 1)[0]
 
 
-def test_fresh_signal_registers_without_a_prompt(usb, control, daemon, silent_key):
+def test_fresh_signal_registers_without_a_prompt(usb, control, events, silent_key):
     name = silent_key["name"]
     device = usb.ctap(silent_key["usbip"]["busid"])
-    log_start = daemon.log_size()
+    stream = events(name)
     opened = signal(control, name, "alice")
     assert opened["rpId"] == rp.RP_ID and opened["userName"] == "alice"
     assert 299_000 <= opened["expiresInMs"] <= 300_000
@@ -192,9 +192,12 @@ def test_fresh_signal_registers_without_a_prompt(usb, control, daemon, silent_ke
     assert decision["path"] == "conditional" and decision["outcome"] == "approved"
     assert "password used for alice at example.com" in decision["reason"]
     assert control.get(f"/v1/keys/{name}/policy")["openSignals"] == []
-    # The event (the log sink until the daemon's event bus is connected) names the new credential.
-    wait_for(lambda: "credential.created" in daemon.log_text(log_start), 5, "the credential.created event")
-    assert cred["id"] in daemon.log_text(log_start)
+    # The policy's events reach the daemon's event stream: the decision, and the
+    # new credential (after the engine's own credential.created, which says how it was made).
+    assert stream.next("policy.decision", path="conditional")["decision"] == str(decision["id"])
+    assert stream.next("credential.created", credentialId=cred["id"])["origin"] == "makeCredential"
+    conditional = stream.next("credential.created", credentialId=cred["id"], reason="conditional")
+    assert conditional["decision"] == str(decision["id"]) and conditional["userName"] == "alice"
 
     # One use: the same signal does not register a second passkey.
     decision = refused_at_once(control, name, lambda: make_credential(device, "alice"))

@@ -12,7 +12,7 @@ struct Credentials: ParsableCommand {
               latchkeyctl credentials update-user ci-1 3q2-7w... --name alice@example.com
               latchkeyctl credentials delete 3q2-7w... --key ci-1
             """,
-        subcommands: [List.self, UpdateUser.self, Delete.self],
+        subcommands: [List.self, Show.self, Add.self, UpdateUser.self, Delete.self],
         defaultSubcommand: List.self
     )
 

@@ -17,7 +17,7 @@ struct Keys: ParsableCommand {
               latchkeyctl keys replug ci-1
               latchkeyctl keys delete ci-1
             """,
-        subcommands: [List.self, Create.self, Show.self, Replug.self, Delete.self],
+        subcommands: [List.self, Create.self, Show.self, Replug.self, UserVerified.self, Delete.self],
         defaultSubcommand: List.self
     )
 
@@ -49,9 +49,18 @@ struct Keys: ParsableCommand {
                 --no-uhid or --no-usbip says otherwise; its presence mode is the \
                 daemon's default unless --presence gives one.
 
+                The feature switches are WebDriver's virtual authenticator options: \
+                --protocol u2f-only makes a CTAP1/U2F-only key; --user-verification \
+                gives it built-in user verification (the consent policy's \
+                user-verification: auto on a key in presence auto, else prompt), and \
+                --no-user-verified makes it fail (for CI; see `latchkeyctl keys user-verified`).
+
                 Examples:
                   latchkeyctl keys create ci-1
                   latchkeyctl keys create ci-2 --presence prompt --no-usbip
+                  latchkeyctl keys create ci-3 --presence auto --user-verification
+                  latchkeyctl keys create legacy --protocol u2f-only
+                  latchkeyctl keys create plain --no-resident-keys --no-large-blob --no-prf
                 """
         )
 
@@ -69,12 +78,53 @@ struct Keys: ParsableCommand {
         @Flag(inversion: .prefixedNo, help: "Export the key over USB/IP.")
         var usbip = true
 
+        @Option(
+            name: .customLong("protocol"),
+            help: ArgumentHelp("ctap2.1 (default) or u2f-only.", valueName: "protocol")
+        )
+        var protocolName: String?
+
+        @Flag(inversion: .prefixedNo, help: "Offer discoverable credentials (default: yes).")
+        var residentKeys: Bool?
+
+        @Flag(
+            inversion: .prefixedNo,
+            help: "Built-in user verification (getInfo uv): the policy's user-verification auto, or prompt off auto."
+        )
+        var userVerification: Bool?
+
+        @Flag(inversion: .prefixedNo, help: "Whether built-in user verification may succeed (default: yes).")
+        var userVerified: Bool?
+
+        @Flag(inversion: .prefixedNo, help: "Offer large blobs and largeBlobKey (default: yes).")
+        var largeBlob: Bool?
+
+        @Flag(inversion: .prefixedNo, help: "Offer the credBlob extension (default: yes).")
+        var credBlob: Bool?
+
+        @Flag(inversion: .prefixedNo, help: "Offer the minPinLength extension (default: yes).")
+        var minPinLength: Bool?
+
+        @Flag(inversion: .prefixedNo, help: "Offer hmac-secret, which WebAuthn's PRF uses (default: yes).")
+        var prf: Bool?
+
         func validate() throws {
             guard !name.isEmpty else { throw ValidationError("The key name must not be empty.") }
+            if let protocolName, !["ctap2.1", "u2f-only"].contains(protocolName) {
+                throw ValidationError("--protocol is ctap2.1 or u2f-only.")
+            }
         }
 
         func run() throws {
-            let body = CreateKeyRequest(name: name, presence: presence?.rawValue, uhid: uhid, usbip: usbip)
+            var body = CreateKeyRequest(name: name, presence: presence?.rawValue, uhid: uhid, usbip: usbip)
+            body.protocol = protocolName
+            body.hasResidentKey = residentKeys
+            body.hasUserVerification = userVerification
+            body.isUserVerified = userVerified
+            body.hasLargeBlob = largeBlob
+            body.hasCredBlob = credBlob
+            body.hasMinPinLength = minPinLength
+            body.hasPrf = prf
             let response = try global.client().post(ControlPath.keys, json: body)
             try global.show(response, as: KeyInfo.self) { key in
                 "Created key \(key.name.quoted).\n\n" + KeyTable.fields(key)

@@ -1,0 +1,45 @@
+// A [[keys]] table's feature switches: the same options POST /v1/keys takes,
+// for keys the configuration file defines.
+
+import Testing
+
+@testable import LatchkeyDaemon
+
+@Suite("key options in the configuration file")
+struct KeyOptionsConfigurationTests {
+    @Test("every switch is read, and the defaults are everything on")
+    func switches() throws {
+        var configuration = DaemonConfiguration(stateDirectory: "/s", controlSocket: "/s/c")
+        try configuration.apply(
+            toml: """
+                [[keys]]
+                name = "legacy"
+                protocol = "u2f-only"
+                resident-keys = false
+                large-blob = false
+                cred-blob = false
+                min-pin-length = false
+                prf = false
+                [[keys]]
+                name = "plain"
+                """,
+            source: "test.toml"
+        )
+        let legacy = configuration.keys[0]
+        #expect(legacy.protocolMode == .u2fOnly)
+        #expect(!legacy.residentKeys)
+        #expect(!legacy.largeBlobs && !legacy.credBlob && !legacy.minPinLength && !legacy.prf)
+        let plain = configuration.keys[1]
+        #expect(plain.protocolMode == .ctap21)
+        #expect(plain.residentKeys)
+        #expect(plain.largeBlobs && plain.credBlob && plain.minPinLength && plain.prf)
+    }
+
+    @Test("an unknown protocol is refused with where it is")
+    func badProtocol() {
+        var configuration = DaemonConfiguration(stateDirectory: "/s", controlSocket: "/s/c")
+        #expect(throws: ConfigurationError.self) {
+            try configuration.apply(toml: "[[keys]]\nname = \"k\"\nprotocol = \"ctap3\"\n", source: "test.toml")
+        }
+    }
+}
