@@ -89,10 +89,11 @@ class APIError(AssertionError):
         self.body = body
 
 
-# Every exchange any ControlClient of the session made: test_zz_openapi.py checks
-# each response against docs/control-api.openapi.yaml, and that every documented
-# operation was called.
+# Every exchange any ControlClient of the session made, and every event stream the
+# `events` fixture opened: test_zz_openapi.py checks each response and event against
+# docs/control-api.openapi.yaml, and that every documented operation was called.
 CONTROL_LOG: list[dict] = []
+EVENT_STREAMS: list[EventStream] = []
 
 
 class ControlClient:
@@ -123,7 +124,7 @@ class ControlClient:
             assert "json" in content_type, f"{method} {path}: Content-Type {content_type!r} for {raw[:200]!r}"
             parsed = json.loads(raw)
         CONTROL_LOG.append({"method": method, "path": path, "status": status, "headers": headers,
-                            "body": parsed, "raw": bool(raw)})
+                            "media": content_type.split(";")[0].strip() if raw else None, "body": parsed})
         expected = expect if isinstance(expect, (tuple, list, set)) else (expect,)
         if expect is not None and status not in expected:
             raise APIError(method, path, status, parsed if parsed is not None else raw)
@@ -317,6 +318,9 @@ def events(daemon):
     def open_stream(key: str | None = None) -> EventStream:
         stream = EventStream(daemon.control.path, key)
         streams.append(stream)
+        EVENT_STREAMS.append(stream)
+        CONTROL_LOG.append({"method": "GET", "path": stream.target, "status": 200, "headers": stream.headers,
+                            "media": stream.headers["content-type"].split(";")[0].strip(), "body": None})
         return stream
 
     yield open_stream

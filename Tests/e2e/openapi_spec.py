@@ -96,9 +96,7 @@ def validator(operation: Operation, status: int, media_type: str = "application/
     found, where = response(operation, status)
     if media_type not in found.get("content", {}):
         return None
-    pointer = _pointer(*where, "content", media_type, "schema")
-    return Draft202012Validator({"$ref": f"{SPEC_URI}#/{pointer}"}, registry=_registry(),
-                                format_checker=FormatChecker())
+    return validator_at(*where, "content", media_type, "schema")
 
 
 def schema_errors(operation: Operation, status: int, body, media_type: str = "application/json") -> list[str]:
@@ -112,3 +110,15 @@ def schema_errors(operation: Operation, status: int, body, media_type: str = "ap
         return [f"the spec gives {operation} {status} a {media_type} body, the server sent none"]
     return [f"{'/'.join(map(str, e.absolute_path)) or '(the body)'}: {e.message}"
             for e in sorted(found.iter_errors(body), key=lambda e: list(map(str, e.absolute_path)))]
+
+
+def schema_validator(name: str) -> Draft202012Validator:
+    """A validator for components/schemas/`name`."""
+    return validator_at("components", "schemas", name)
+
+
+@functools.cache
+def validator_at(*where: str) -> Draft202012Validator:
+    """A validator for the schema at `where` in the spec (JSON Pointer parts, unescaped)."""
+    return Draft202012Validator({"$ref": f"{SPEC_URI}#/{_pointer(*where)}"}, registry=_registry(),
+                                format_checker=FormatChecker())

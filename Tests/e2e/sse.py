@@ -17,6 +17,7 @@ class EventStream:
 
     def __init__(self, socket_path: str, key: str | None = None):
         self.events: queue.Queue = queue.Queue()
+        self.seen: list[dict] = []  # every event, for test_zz_openapi.py's check against the spec
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(5)
         self.sock.connect(socket_path)
@@ -32,6 +33,7 @@ class EventStream:
         assert lines[0].split()[1] == "200", lines[0]
         headers = {k.strip().lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:])}
         assert headers["content-type"].startswith("text/event-stream"), headers
+        self.target, self.headers = target, headers
         self.chunked = "chunked" in headers.get("transfer-encoding", "")
         self.sock.settimeout(None)
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -82,6 +84,7 @@ class EventStream:
                     if data:
                         event = json.loads("\n".join(data))
                         assert event["event"] == name, (name, event)
+                        self.seen.append(event)
                         self.events.put(event)
         except OSError:
             pass

@@ -6,6 +6,7 @@ the session) can check that every documented operation answered as documented.
 
 from __future__ import annotations
 
+import json
 import re
 
 from openapi_spec_validator import OpenAPIV31SpecValidator
@@ -44,14 +45,13 @@ def test_the_spec_examples_conform_to_their_schemas():
     spec = openapi_spec.spec()
     problems = []
 
-    def check(schema_pointer: str, example, where: str):
-        validator = openapi_spec.Draft202012Validator({"$ref": f"{openapi_spec.SPEC_URI}#/{schema_pointer}"},
-                                                      registry=openapi_spec._registry())
+    def check(schema_at: tuple[str, ...], example, where: str):
+        validator = openapi_spec.validator_at(*schema_at)
         problems.extend(f"{where}: {e.message}" for e in validator.iter_errors(example))
 
     for name, schema in spec["components"]["schemas"].items():
         if "example" in schema:
-            check(openapi_spec._pointer("components", "schemas", name), schema["example"], f"schema {name}")
+            check(("components", "schemas", name), schema["example"], f"schema {name}")
     for operation in openapi_spec.operations():
         item = spec["paths"][operation.path][operation.method.lower()]
         bodies = [(("requestBody",), item.get("requestBody", {}))]
@@ -59,14 +59,13 @@ def test_the_spec_examples_conform_to_their_schemas():
         for where, body in bodies:
             for media_type, content in body.get("content", {}).items():
                 if "example" in content and "schema" in content:
-                    pointer = openapi_spec._pointer("paths", operation.path, operation.method.lower(), *where,
-                                                    "content", media_type, "schema")
-                    check(pointer, content["example"], f"{operation} {'/'.join(where)}")
+                    check(("paths", operation.path, operation.method.lower(), *where, "content", media_type,
+                           "schema"), content["example"], f"{operation} {'/'.join(where)}")
     for name, response in spec["components"]["responses"].items():
         for media_type, content in response.get("content", {}).items():
             if "example" in content:
-                check(openapi_spec._pointer("components", "responses", name, "content", media_type, "schema"),
-                      content["example"], f"response {name}")
+                check(("components", "responses", name, "content", media_type, "schema"), content["example"],
+                      f"response {name}")
     assert not problems, "\n".join(problems)
 
 
@@ -98,3 +97,30 @@ def readme_curl_operations() -> set[Operation]:
 def test_the_readme_has_a_curl_example_for_every_operation():
     missing = openapi_spec.operations() - readme_curl_operations()
     assert not missing, f"no curl example in README.md: {sorted(map(str, missing))}"
+
+
+def test_the_event_stream_as_documented(control, make_key, events):
+    """GET /v1/events is text/event-stream, not JSON, so it gets a direct look: the head the
+    spec documents, events that are Events, and the error document for a bad key name."""
+    operation = Operation("GET", "/v1/events")
+    documented, _ = openapi_spec.response(operation, 200)
+    stream = events("openapi-tour")
+    assert stream.headers["content-type"].split(";")[0] in documented["content"], stream.headers
+    for name, header in documented.get("headers", {}).items():
+        value = stream.headers.get(name.lower())
+        assert value is not None and openapi_spec.Draft202012Validator(header["schema"]).is_valid(value), \
+            f"{name}: {value!r}"
+    make_key(name="openapi-tour")
+    created = stream.next("key.created", key="openapi-tour")
+    assert not list(openapi_spec.schema_validator("Event").iter_errors(created)), created
+    status, body = control.request("GET", "/v1/events?key=not%20a%20key", expect=None)
+    assert status == 400 and body["error"]["code"] == "bad_request", body
+
+
+def test_the_event_stream_example_holds_events():
+    example = openapi_spec.spec()["paths"]["/v1/events"]["get"]["responses"]["200"]["content"][
+        "text/event-stream"]["example"]
+    data = [json.loads(line[5:]) for line in example.splitlines() if line.startswith("data:")]
+    assert data, "the example has no data line"
+    for event in data:
+        assert not list(openapi_spec.schema_validator("Event").iter_errors(event)), event

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 import openapi_spec
-from conftest import CONTROL_LOG, E2E_DIR
+from conftest import CONTROL_LOG, E2E_DIR, EVENT_STREAMS
 from openapi_spec import Operation
 
-# Operations the recorded exchanges cannot cover, and why. ControlClient reads whole
-# JSON bodies; these are checked by their own tests instead.
+# Operations the recorded exchanges cannot cover, and why: none. (GET /v1/events is
+# recorded by conftest's `events` fixture, its events checked one by one below.)
 EXEMPT: dict[Operation, str] = {}
 
 
@@ -36,15 +36,32 @@ def test_every_recorded_response_conforms_to_the_spec():
             if entry["status"] < 400:
                 problems.append(f"{where}: answered, but the spec has no such operation")
             continue
-        problems += [f"{where} ({operation}): {error}"
-                     for error in openapi_spec.schema_errors(operation, entry["status"], entry["body"])]
         documented = openapi_spec.response(operation, entry["status"])
+        media = entry["media"]
+        if media not in (None, "application/json"):
+            # A stream (text/event-stream): its type is checked here, its events below.
+            if documented is None or media not in documented[0].get("content", {}):
+                problems.append(f"{where}: the spec documents no {media} answer")
+        else:
+            problems += [f"{where} ({operation}): {error}"
+                         for error in openapi_spec.schema_errors(operation, entry["status"], entry["body"])]
         if documented is not None:
             headers = {name.lower() for name in entry["headers"]}
             problems += [f"{where}: no {name} header" for name in documented[0].get("headers", {})
                          if name.lower() not in headers]
     unique = list(dict.fromkeys(problems))
     assert not unique, f"{len(unique)} disagreements with the spec:\n" + "\n".join(unique[:60])
+
+
+def test_every_event_received_conforms_to_the_spec():
+    """The data of every server-sent event a test read is an Event (components/schemas/Event)."""
+    events = [event for stream in EVENT_STREAMS for event in stream.seen]
+    if not events:
+        pytest.skip("no test of this session read an event")
+    validator = openapi_spec.schema_validator("Event")
+    problems = [f"{event}: {error.message}" for event in events for error in validator.iter_errors(event)]
+    unique = list(dict.fromkeys(problems))
+    assert not unique, f"{len(unique)} events disagree with the spec:\n" + "\n".join(unique[:40])
 
 
 def test_every_documented_operation_was_exercised(request):
