@@ -12,6 +12,7 @@ import re
 from openapi_spec_validator import OpenAPIV31SpecValidator
 
 import openapi_spec
+from conftest import UnixHTTPConnection
 from openapi_spec import Operation
 
 
@@ -35,8 +36,12 @@ def test_every_operation_has_an_id_a_success_and_error_documents():
         for status in statuses:
             if status >= 400:
                 found, _ = openapi_spec.response(operation, status)
+                if status == 413:  # the HTTP server's, before the route runs
+                    assert "content" not in found, f"{operation} 413 has no body"
+                    continue
                 schema = found["content"]["application/json"]["schema"]
                 assert schema == {"$ref": "#/components/schemas/Error"}, f"{operation} {status}: not the error document"
+        assert ("requestBody" in item) == (413 in statuses), f"{operation}: 413 goes with a request body"
     assert len(ids) == len(set(ids)), "operationIds repeat"
 
 
@@ -124,3 +129,18 @@ def test_the_event_stream_example_holds_events():
     assert data, "the example has no data line"
     for event in data:
         assert not list(openapi_spec.schema_validator("Event").iter_errors(event)), event
+
+
+def test_an_oversized_body_is_a_bare_413(control):
+    """The one documented error without the error document (ControlClient insists on one)."""
+    operation = Operation("POST", "/v1/keys")
+    documented, _ = openapi_spec.response(operation, 413)
+    assert "content" not in documented
+    connection = UnixHTTPConnection(control.path, control.timeout)
+    try:
+        connection.request("POST", operation.path, body=json.dumps({"name": "x" * (64 * 1024)}).encode(),
+                           headers={"Content-Type": "application/json"})
+        response = connection.getresponse()
+        assert (response.status, response.read()) == (413, b"")
+    finally:
+        connection.close()
