@@ -105,9 +105,9 @@ def schema_errors(operation: Operation, status: int, body, media_type: str = "ap
         return [f"the spec documents no {status} response for {operation}"]
     found = validator(operation, status, media_type)
     if found is None:
-        return [] if body is None else [f"the spec gives {operation} {status} no {media_type} body, the server sent one"]
+        return [] if body is None else [f"the spec gives {operation} {status} no {media_type} body; one came"]
     if body is None:
-        return [f"the spec gives {operation} {status} a {media_type} body, the server sent none"]
+        return [f"the spec gives {operation} {status} a {media_type} body; none came"]
     return [f"{'/'.join(map(str, e.absolute_path)) or '(the body)'}: {e.message}"
             for e in sorted(found.iter_errors(body), key=lambda e: list(map(str, e.absolute_path)))]
 
