@@ -1,7 +1,8 @@
-"""Runs last in the e2e session (pytest collects files in name order): every control-API
+"""Runs after every other e2e test (pytest collects files in name order): every control-API
 response any test received through conftest's ControlClient must conform to
 docs/control-api.openapi.yaml (the schema of its operation and status, its documented
-headers), and every documented operation must have been called by some test.
+headers), every event an `events` stream read must be an Event, and every documented
+operation must have answered some test with success.
 """
 
 from __future__ import annotations
@@ -19,14 +20,16 @@ from openapi_spec import Operation
 EXEMPT: dict[Operation, str] = {}
 
 
-def test_this_file_runs_last_in_its_session(request):
-    items = request.session.items
-    assert items[-len(_tests()):] == [i for i in items if Path(i.path).name == Path(__file__).name], \
-        "test_zz_openapi.py must run after every other test of the session"
+def test_this_file_runs_after_every_other_e2e_test(request):
+    e2e = [Path(item.path) for item in request.session.items if Path(item.path).parent == E2E_DIR]
+    first = e2e.index(Path(__file__))
+    assert all(path == Path(__file__) for path in e2e[first:]), \
+        "test_zz_openapi.py must run after every other e2e test: it checks what they recorded"
 
 
 def test_every_recorded_response_conforms_to_the_spec():
-    assert CONTROL_LOG, "no control-API exchange was recorded"
+    if not CONTROL_LOG:  # run alone; with the suite, the coverage check below notices a silent recorder
+        pytest.skip("no control-API exchange was recorded: run it after the other e2e tests")
     problems = []
     for entry in CONTROL_LOG:
         operation = openapi_spec.operation_for(entry["method"], entry["path"])
@@ -76,7 +79,3 @@ def test_every_documented_operation_was_exercised(request):
     assert not missing, f"documented but no test called it successfully: {sorted(map(str, missing))}"
     stale = set(EXEMPT) - openapi_spec.operations()
     assert not stale, f"exempt but not in the spec: {sorted(map(str, stale))}"
-
-
-def _tests() -> list[str]:
-    return [name for name, value in globals().items() if name.startswith("test_") and callable(value)]
