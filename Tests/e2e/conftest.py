@@ -123,7 +123,7 @@ class ControlClient:
         if raw:
             assert "json" in content_type, f"{method} {path}: Content-Type {content_type!r} for {raw[:200]!r}"
             parsed = json.loads(raw)
-        CONTROL_LOG.append({"method": method, "path": path, "status": status, "headers": headers,
+        CONTROL_LOG.append({"method": method, "path": path, "request": body, "status": status, "headers": headers,
                             "media": content_type.split(";")[0].strip() if raw else None, "body": parsed})
         expected = expect if isinstance(expect, (tuple, list, set)) else (expect,)
         if expect is not None and status not in expected:
@@ -319,8 +319,9 @@ def events(daemon):
         stream = EventStream(daemon.control.path, key)
         streams.append(stream)
         EVENT_STREAMS.append(stream)
-        CONTROL_LOG.append({"method": "GET", "path": stream.target, "status": 200, "headers": stream.headers,
-                            "media": stream.headers["content-type"].split(";")[0].strip(), "body": None})
+        CONTROL_LOG.append({"method": "GET", "path": stream.target, "request": None, "status": 200,
+                            "headers": stream.headers, "media": stream.headers["content-type"].split(";")[0].strip(),
+                            "body": None})
         return stream
 
     yield open_stream

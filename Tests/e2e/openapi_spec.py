@@ -122,3 +122,17 @@ def validator_at(*where: str) -> Draft202012Validator:
     """A validator for the schema at `where` in the spec (JSON Pointer parts, unescaped)."""
     return Draft202012Validator({"$ref": f"{SPEC_URI}#/{_pointer(*where)}"}, registry=_registry(),
                                 format_checker=FormatChecker())
+
+
+def request_errors(operation: Operation, body) -> list[str]:
+    """Every way a request `body` the server accepted breaks the spec's requestBody schema: a spec that
+    demands more than the server does misleads clients."""
+    item = spec()["paths"][operation.path][operation.method.lower()]
+    if "requestBody" not in item:
+        return [] if body is None else [f"the spec gives {operation} no request body; one was accepted"]
+    if body is None:
+        return [] if not item["requestBody"].get("required") else [f"{operation} accepted no body; the spec needs one"]
+    found = validator_at("paths", operation.path, operation.method.lower(), "requestBody", "content",
+                         "application/json", "schema")
+    return [f"request {'/'.join(map(str, e.absolute_path)) or '(the body)'}: {e.message}"
+            for e in found.iter_errors(body)]

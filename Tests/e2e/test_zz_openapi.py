@@ -1,7 +1,7 @@
 """Runs after every other e2e test (pytest collects files in name order): every control-API
 response any test received through conftest's ControlClient must conform to
 docs/control-api.openapi.yaml (the schema of its operation and status, its documented
-headers), every event an `events` stream read must be an Event, and every documented
+headers), so must every request body the server accepted, every event an `events` stream read must be an Event, and every documented
 operation must have answered some test with success.
 """
 
@@ -48,6 +48,9 @@ def test_every_recorded_response_conforms_to_the_spec():
         else:
             problems += [f"{where} ({operation}): {error}"
                          for error in openapi_spec.schema_errors(operation, entry["status"], entry["body"])]
+        if 200 <= entry["status"] < 300:
+            problems += [f"{where} ({operation}): {error}"
+                         for error in openapi_spec.request_errors(operation, entry["request"])]
         if documented is not None:
             headers = {name.lower() for name in entry["headers"]}
             problems += [f"{where}: no {name} header" for name in documented[0].get("headers", {})
