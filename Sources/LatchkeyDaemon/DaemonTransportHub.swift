@@ -211,6 +211,8 @@ final class LiveAttachment: KeyAttachment, @unchecked Sendable {
     /// unplugged and plugged in.
     func replugUHID() async {
         let state = uhid.withLock { state -> UHIDState in
+            // A key without a device (uhid disabled or unavailable) keeps its state and reason.
+            guard state.device != nil else { return state }
             defer { state = UHIDState(state: "destroyed") }
             return state
         }

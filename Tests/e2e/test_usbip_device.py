@@ -230,6 +230,7 @@ def test_replug_drops_the_host_and_keeps_the_credentials(usb, control, key):
     reg = rp.register(client, server, resident_key=True)
     doc = control.post(f"/v1/keys/{name}/replug")
     assert doc["name"] == name and doc["usbip"]["busid"] == busid
+    assert doc["uhid"] == key["uhid"], "a key without a uhid device has none to destroy on replug"
     wait_for(lambda: iface.device.closed, 5, "the replugged key's USB/IP connection to close")
     wait_for(lambda: control.key(name)["usbip"]["attached"] is False, 5, "usbip.attached false after replug")
     assert busid in {d.busid for d in usbip.list_devices(HOST, usb.port)}
