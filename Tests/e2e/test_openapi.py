@@ -81,6 +81,8 @@ def test_the_spec_documents_exactly_the_routes_the_daemon_serves(control):
     assert not served - documented, f"served but not in the spec: {sorted(map(str, served - documented))}"
     assert not documented - served, f"in the spec but not served: {sorted(map(str, documented - served))}"
     assert routes == sorted(routes, key=lambda r: (r["path"], r["method"])), "the listing is not sorted"
+    assert control.get("/v1/status")["version"] == openapi_spec.spec()["info"]["version"], \
+        "info.version is the daemon's version (ControlServer.version)"
 
 
 def readme_curl_operations() -> set[Operation]:
