@@ -460,6 +460,8 @@ extension Authenticator {
     /// every wrapped credential ID unusable; tokens, key agreement keys and
     /// every sequence in progress go too.
     func erase() throws(CTAPStatus) {
+        // Dropped first: a reset that fails halfway must not leave a stale value.
+        alwaysUvCache = nil
         wrapper = try storing("resetting the store") { () throws(StoreError) in
             try store.reset()
             return try Self.loadWrapper(store: store, entropy: entropy)

@@ -38,9 +38,11 @@ extension Authenticator {
     /// OPERATION_DENIED never arises; makeCredUvNotRqd follows it in getInfo.
     func toggleAlwaysUv() throws(CTAPStatus) {
         let enable = !(try alwaysUv())
+        alwaysUvCache = nil
         try storing("toggling alwaysUv") { () throws(StoreError) in
             try store.setSecret(enable ? [1] : nil, named: ConfigSecret.alwaysUv)
         }
+        alwaysUvCache = enable
     }
 
     /// §6.11.4 setMinPINLength.
@@ -97,10 +99,15 @@ extension Authenticator {
 
     // MARK: - Persisted configuration
 
-    /// alwaysUv (§6.4 options): off until toggled on.
+    /// alwaysUv (§6.4 options): off until toggled on. Read from the store
+    /// once, then kept: every makeCredential and getAssertion asks, and only
+    /// this actor changes it (toggleAlwaysUv, erase).
     func alwaysUv() throws(CTAPStatus) -> Bool {
-        try storing("reading alwaysUv") { () throws(StoreError) in
+        if let alwaysUvCache { return alwaysUvCache }
+        let value = try storing("reading alwaysUv") { () throws(StoreError) in
             try store.secret(named: ConfigSecret.alwaysUv)
         } == [1]
+        alwaysUvCache = value
+        return value
     }
 }

@@ -141,6 +141,8 @@ public actor Authenticator {
     /// A large-blob array being written in fragments; in memory only, so a
     /// power cycle abandons it (CTAP 2.1 §6.10.2).
     var largeBlobWrite: PendingLargeBlobWrite?
+    /// alwaysUv as last read or written (see `alwaysUv()`); nil: read it.
+    var alwaysUvCache: Bool?
 
     /// A key over `store`. Creates the wrapping secret on first use.
     /// `diagnostics` receives internal failure detail for the log (never key
