@@ -192,6 +192,15 @@ public struct KeyFacts: Sendable {
 
 /// One key's presence decisions: its mode, its timeout, its policy, the
 /// board for prompts and the record of what it decided.
+/// A makeCredential the policy approved conditionally, until the engine's
+/// event for its credential arrives.
+struct ConditionalApproval: Sendable {
+    var rpId: String
+    var userName: String
+    var userId: [UInt8]?
+    var decision: Int
+}
+
 public final class PresenceBroker: UserPresence {
     /// The key's mode and prompt timeout.
     public struct Settings: Sendable, Equatable {
@@ -212,8 +221,8 @@ public final class PresenceBroker: UserPresence {
     /// Whether the key's engine offers built-in UV (getInfo's uv), fixed
     /// when the key starts from its configured user-verification.
     let builtInUserVerification: Bool
-    /// How long a conditional registration is watched for its credential.
-    static let creationWatch: Duration = .seconds(5)
+    /// The conditional approval whose credential the engine is making.
+    private let conditionalApproval = Mutex<ConditionalApproval?>(nil)
     /// The key's CI overrides.
     let overrides: OverrideQueue
     /// Where presence.requested, presence.answered and override.applied go.
@@ -408,12 +417,18 @@ public final class PresenceBroker: UserPresence {
         decisionFields["userName"] = record.userName
         events.withLock { $0 }.publish(PolicyEvent(type: "policy.decision", key: key, fields: decisionFields))
         publishAnswer(request, outcome: outcome, override: override, operation: operation)
-        if decision.path == .conditional, let rpId = request.rpId, let userName = request.userName {
-            if request.discoverable {
-                watchCreation(rpId: rpId, userName: userName, userId: request.userId, decision: record)
-            } else {
-                // Nothing is stored for a non-discoverable credential: there is no ID to announce.
-                logger.info("conditional registration of a non-discoverable credential", metadata: ["rp": "\(rpId)"])
+        // The engine makes the credential once presence returns; its
+        // credential.created event then carries this decision (see
+        // conditionalCreation). Any other decision ends an approval that
+        // never led to a credential.
+        conditionalApproval.withLock { pending in
+            pending = nil
+            if decision.path == .conditional, outcome.presenceOutcome.isApproval, let rpId = request.rpId,
+                let userName = request.userName
+            {
+                pending = ConditionalApproval(
+                    rpId: rpId, userName: userName, userId: request.userId, decision: record.id
+                )
             }
         }
         return outcome.presenceOutcome
@@ -440,46 +455,30 @@ public final class PresenceBroker: UserPresence {
         return policy.withLock { $0.decide(request, mode: mode, facts: facts, now: now) }
     }
 
-    /// A conditional approval precedes the credential: the engine makes it
-    /// once presence returns. Watch the store for it, then tell the event
-    /// sink and the desktop that a passkey was created.
-    private func watchCreation(rpId: String, userName: String, userId: [UInt8]?, decision: PolicyDecisionRecord) {
-        guard let provider = facts.withLock({ $0 }) else { return }
-        let key = self.key
-        let logger = self.logger
-        let notifier = policySettings.notifications ? board.notifier : nil
-        let sink = events.withLock { $0 }
-        Task {
-            let deadline = ContinuousClock.now + Self.creationWatch
-            while ContinuousClock.now < deadline {
-                if let ids = await provider.passkeys(rpId, userName, userId), let id = ids.first {
-                    sink.publish(
-                        PolicyEvent(
-                            type: "credential.created",
-                            key: key,
-                            fields: [
-                                "reason": "conditional", "rpId": rpId, "userName": userName,
-                                "credentialId": Base64URL.encode(id), "decision": "\(decision.id)",
-                            ]
-                        )
-                    )
-                    notifier?.show(
-                        requestId: "c-\(key)-\(decision.id)",
-                        summary: "Passkey created",
-                        body:
-                            "latchkey key \(key) created a passkey for \(userName) at \(rpId) after its password was used.",
-                        actions: false,
-                        timeoutMilliseconds: 10_000
-                    )
-                    return
-                }
-                try? await Task.sleep(for: .milliseconds(20))
-            }
-            logger.notice(
-                "conditional registration approved, but no passkey appeared (not discoverable, or the request failed)",
-                metadata: ["rp": "\(rpId)", "user": "\(userName)", "decision": "\(decision.id)"]
+    /// The engine's credential.created event for the makeCredential a
+    /// conditional decision just approved: its fields gain the reason and
+    /// the decision, the desktop is told, and the approval is spent (one
+    /// event per decision). Any other creation gets nil.
+    func conditionalCreation(_ event: AuthenticatorEvent) -> [String: EventValue]? {
+        guard event.kind == .credentialCreated else { return nil }
+        let pending = conditionalApproval.withLock { pending -> ConditionalApproval? in
+            guard let approval = pending, approval.rpId == event.rpId,
+                approval.userName == event.userName || (approval.userId != nil && approval.userId == event.userId)
+            else { return nil }
+            pending = nil
+            return approval
+        }
+        guard let pending else { return nil }
+        if policySettings.notifications {
+            board.notifier?.show(
+                requestId: "c-\(key)-\(pending.decision)",
+                summary: "Passkey created",
+                body: "latchkey key \(key) created a passkey for \(pending.userName) at \(pending.rpId) after its password was used.",
+                actions: false,
+                timeoutMilliseconds: 10_000
             )
         }
+        return ["reason": .string("conditional"), "decision": .string("\(pending.decision)")]
     }
 
     /// An override's decision: it answers in place of the policy.

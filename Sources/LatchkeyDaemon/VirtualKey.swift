@@ -79,13 +79,16 @@ public final class VirtualKey: Sendable {
         Self.applyFeatures(of: configuration, to: &engine)
         let signCounts = self.signCounts
         let name = configuration.name
+        let broker = presence
         authenticator = try Authenticator(
             configuration: engine,
             store: store, presence: presence, clock: SystemMonotonicClock(), entropy: entropy,
             diagnostics: { keyLogger.error("authenticator: \($0)") },
             events: { event in
                 if let signCount = event.signCount { signCounts[event.credentialId] = signCount }
-                events.publish(EventName(rawValue: event.kind.rawValue), key: name, Self.fields(of: event))
+                var fields = Self.fields(of: event)
+                if let conditional = broker.conditionalCreation(event) { fields.merge(conditional) { $1 } }
+                events.publish(EventName(rawValue: event.kind.rawValue), key: name, fields)
             }
         )
         presence.bind(facts: Self.facts(authenticator: authenticator))

@@ -319,7 +319,7 @@ final class RecordingSink: PolicyEventSink, @unchecked Sendable {
 struct PolicyBrokerTests {
     let logger = Logger(label: "test")
 
-    @Test("a conditional registration skips the board, is recorded, and its credential is announced")
+    @Test("a conditional registration skips the board, is recorded, and tags its credential's event")
     func conditional() async throws {
         let board = PresenceBoard()
         let sink = RecordingSink()
@@ -353,6 +353,18 @@ struct PolicyBrokerTests {
         )
         #expect(await broker.requestPresence(request) == .approved)
         #expect(board.pending().isEmpty)
+        // The engine's credential.created for that request carries the decision,
+        // once; another user's creation does not.
+        let creation = AuthenticatorEvent(
+            kind: .credentialCreated, credentialId: [1, 2, 3], rpId: "example.com", userName: "alice",
+            discoverable: true
+        )
+        var other = creation
+        other.userName = "bob"
+        #expect(broker.conditionalCreation(other) == nil)
+        let tagged = try #require(broker.conditionalCreation(creation))
+        #expect(tagged["reason"] == .string("conditional") && tagged["decision"] == .string("1"))
+        #expect(broker.conditionalCreation(creation) == nil, "one event per decision")
         created.withLock { $0 = true }
         #expect(await broker.requestPresence(request) == .denied, "the signal is spent")
         let records = broker.decisions.latest(10)
@@ -363,11 +375,8 @@ struct PolicyBrokerTests {
                 "conditional", "mismatch",
             ]
         )
-        func announced() -> [PolicyEvent] { sink.events.filter { $0.type == "credential.created" } }
-        for _ in 0..<250 where announced().isEmpty { try await Task.sleep(for: .milliseconds(20)) }
-        let event = try #require(announced().first)
-        #expect(event.type == "credential.created" && event.key == "k")
-        #expect(event.fields["reason"] == "conditional" && event.fields["credentialId"] == "AQID")
+        // A refused request tags nothing.
+        #expect(broker.conditionalCreation(creation) == nil)
     }
 
     @Test("a prompt's record says who answered")
