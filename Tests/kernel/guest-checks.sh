@@ -12,9 +12,10 @@
 #                     fido2-cred -M/-V (ES256, resident, EdDSA), fido2-assert -G/-V,
 #                     python-fido2 (Fido2Client + Fido2Server, Ctap1/U2F), then
 #                     CTAP 2.1 with a PIN (ctap21_checks.py: fido2-token -I/-S/-C/
-#                     -L -r/-L -k/-D, ssh-keygen -t ed25519-sk -O resident and -K)
+#                     -L -r/-L -k/-D, ssh-keygen -t ed25519-sk -O resident and -K),
+#                     and CI overrides on uhid (deny, drop-connection)
 #   --only GROUPS     base suite: run only these groups of checks ("tools python
-#                     ctap21"; default all), for iterating on one of them. The
+#                     faults ctap21"; default all), for iterating on one of them. The
 #                     daemons' start and stop checks always run.
 #   --suite chromium  (chromium image) headless Chromium through chromedriver:
 #                     create() then get() on the uhid key, then on the USB/IP key
@@ -301,6 +302,54 @@ ctap21_checks() {
     note "CTAP 2.1 checks took $(since "$t")"
 }
 
+# fault_checks DEV NODE_VAR: CI overrides against the real kernel's uhid (latchkeyctl
+# overrides add): a denied makeCredential fails fido2-cred and the next one works; a
+# drop-connection on makeCredential destroys the uhid device and creates it again
+# (a yank), fido2-cred fails, and once the hidraw node is back the next makeCredential
+# works. NODE_VAR names the variable holding the node, updated when it comes back
+# under another name. (USB/IP's drop-connection is covered by Tests/e2e.)
+fault_checks() {
+    local dev=$1 var=$2 d=$WORK/$LABEL-faults t
+    mkdir -p "$d"
+    printf '%s\n%s\n%s\n%s\n' "$(b64rand 32)" "faults.latchkey.test" "fault-user" "$(b64rand 16)" > "$d/param"
+    if ctl overrides add deny --key default --operation makeCredential > "$d/add.log" 2>&1 \
+        && ! timeout 60 fido2-cred -M -q -i "$d/param" -o "$d/denied.cred" "$dev" es256 > "$d/denied.log" 2>&1 \
+        && timeout 60 fido2-cred -M -q -i "$d/param" -o "$d/after.cred" "$dev" es256 > "$d/after.log" 2>&1; then
+        pass "$LABEL: override deny: fido2-cred -M fails once, then works ($(sed -n 's/.*: //p' "$d/denied.log" | head -n 1))"
+    else
+        fail "$LABEL: override deny: fido2-cred -M fails once, then works"
+        cat "$d/add.log" "$d/denied.log" "$d/after.log" 2>/dev/null | indent
+    fi
+
+    t=$(now)
+    # the HID device instance (0003:1209:0001.NNNN): a yanked device comes back as a new one
+    local before after=
+    before=$(readlink -f "/sys/class/hidraw/${dev##*/}/device")
+    ctl overrides add drop-connection --key default --operation makeCredential > "$d/add2.log" 2>&1
+    local dropped=no back= node
+    timeout 60 fido2-cred -M -q -i "$d/param" -o "$d/dropped.cred" "$dev" es256 > "$d/dropped.log" 2>&1 || dropped=yes
+    local deadline=$(( $(date +%s) + 30 ))
+    while [ "$(date +%s)" -lt "$deadline" ]; do
+        ctl --json status > "$d/status.json" 2>/dev/null \
+            && node=$(json "$d/status.json" 'd["keys"][0]["uhid"].get("hidraw") or ""') || node=
+        if [ -n "$node" ] && [ -c "$node" ] && timeout 60 fido2-cred -M -q -i "$d/param" -o "$d/back.cred" "$node" es256 \
+            > "$d/back.log" 2>&1; then
+            back=$node
+            after=$(readlink -f "/sys/class/hidraw/${node##*/}/device")
+            break
+        fi
+        sleep 0.5
+    done
+    if [ "$dropped" = yes ] && [ -n "$back" ] && [ "$after" != "$before" ]; then
+        pass "$LABEL: override drop-connection: fido2-cred -M loses the device, a new one (${after##*/}, was ${before##*/}) comes back as $back and works ($(since "$t"))"
+        printf -v "$var" '%s' "$back"
+    else
+        fail "$LABEL: override drop-connection: fido2-cred -M loses the device (lost: $dropped), a new one comes back and works (node: ${back:-none}, device ${before##*/} -> ${after##*/})"
+        cat "$d/add2.log" "$d/dropped.log" "$d/back.log" 2>/dev/null | indent
+        tail -n 30 "$D_LOG" | indent
+    fi
+}
+
 # ---- uhid --------------------------------------------------------------------------
 
 # uhid_start: a latchkeyd whose key is a uhid device; sets UHID_NODE, UHID_AAGUID
@@ -346,6 +395,7 @@ suite_base() {
                 indent "$WORK/creds.json"
             fi
         fi
+        want faults && fault_checks "$UHID_NODE" UHID_NODE
         # last: it sets a PIN, which the checks above do without
         want ctap21 && ctap21_checks "$UHID_NODE"
     fi
