@@ -132,37 +132,9 @@ enum RPPattern {
     }
 }
 
-/// The presence request as the policy sees it: what the engine says about
-/// the operation (CTAP `PresenceRequest`, see `init(_:)`).
-public struct PolicyRequest: Sendable, Equatable {
-    public var operation: PresenceRequest.Operation
-    public var rpId: String?
-    public var userName: String?
-    public var userId: [UInt8]?
-    public var userDisplayName: String?
-    /// makeCredential's rk option.
-    public var discoverable: Bool
-    /// The platform asked for built-in user verification.
-    public var userVerification: Bool
-
-    public init(
-        operation: PresenceRequest.Operation,
-        rpId: String? = nil,
-        userName: String? = nil,
-        userId: [UInt8]? = nil,
-        userDisplayName: String? = nil,
-        discoverable: Bool = false,
-        userVerification: Bool = false
-    ) {
-        self.operation = operation
-        self.rpId = rpId
-        self.userName = userName
-        self.userId = userId
-        self.userDisplayName = userDisplayName
-        self.discoverable = discoverable
-        self.userVerification = userVerification
-    }
-}
+/// The presence request as the policy sees it: exactly what the engine says
+/// about the operation.
+public typealias PolicyRequest = PresenceRequest
 
 /// How a decided request ended, as the decision record names it.
 public enum PolicyOutcome: String, Sendable, Equatable, Codable {

@@ -338,7 +338,7 @@ public final class PresenceBroker: UserPresence {
     public func requestPresence(_ presenceRequest: PresenceRequest) async -> PresenceOutcome {
         let started = ContinuousClock.now
         let time = RFC3339.now()
-        let request = PolicyRequest(presenceRequest)
+        let request = presenceRequest
         let settings = current
         eventBus?.publish(.presenceRequested, key: key, Self.eventFields(request))
         let operation = Self.overrideOperation(request.operation)
@@ -564,21 +564,6 @@ public final class PresenceBroker: UserPresence {
         if let userName = request.userName { text += ", user \(userName)" }
         if request.userVerification { text += ", with user verification" }
         return text + " (\(id)). Or answer with latchkeyctl approve|deny \(id)."
-    }
-}
-
-extension PolicyRequest {
-    /// The engine's presence request as the policy reads it.
-    init(_ request: PresenceRequest) {
-        self.init(
-            operation: request.operation,
-            rpId: request.rpId,
-            userName: request.userName,
-            userId: request.userId,
-            userDisplayName: request.userDisplayName,
-            discoverable: request.discoverable,
-            userVerification: request.userVerification
-        )
     }
 }
 
