@@ -86,8 +86,9 @@ extension Authenticator {
         _ request: AuthenticatorConfigRequest,
         _ subCommand: AuthenticatorConfigSubcommand
     ) throws(CTAPStatus) {
-        let pinSet = try storedPIN() != nil
-        let protected = try pinSet ? true : alwaysUv()
+        // Protected by some form of user verification (a PIN, or built-in
+        // UV), or by alwaysUv.
+        let protected = try userVerificationConfigured() ? true : alwaysUv()
         guard protected else { return }
         var message = [UInt8](repeating: 0xFF, count: 32) + [CTAPCommand.config.rawValue, UInt8(subCommand.rawValue)]
         if let params = request.subCommandParams { params.encode(into: &message) }

@@ -106,9 +106,9 @@ extension Authenticator {
         // no offset but 0 is expected.
         guard var write = largeBlobWrite, offset == UInt64(write.buffer.count) else { throw .invalidSequence }
 
-        // Step 5.5: a key protected by a PIN, or with alwaysUv on, wants a
+        // Step 5.5: a key protected by a PIN or built-in UV, or with alwaysUv on, wants a
         // token with the lbw permission for every fragment.
-        let protected = try storedPIN() != nil ? true : alwaysUv()
+        let protected = try userVerificationConfigured() ? true : alwaysUv()
         if protected {
             let message =
                 [UInt8](repeating: 0xFF, count: 32) + [CTAPCommand.largeBlobs.rawValue, 0x00]

@@ -235,3 +235,21 @@ struct AutomationSupportTests {
         #expect(try await key.authenticator.largeBlobArray() == serialized, "a refused replacement changes nothing")
     }
 }
+
+@Suite("built-in UV protects like a PIN")
+struct BuiltInUVProtectionTests {
+    @Test("a key with built-in UV and no PIN wants a token for authenticatorConfig and large-blob writes")
+    func protectedWithoutPIN() async throws {
+        let key = TestKey { $0.builtInUserVerification = true }
+        #expect(try await key.config(0x03, .intMap([(1, 6)])) == .pinUvAuthTokenRequired)
+        let array: [UInt8] = [0x80] + Array(opensslSHA256([0x80]).prefix(16))
+        let write = CBORValue.intMap([(2, .bytes(array)), (3, 0), (4, .int(array.count))])
+        #expect(try await key.send(.largeBlobs, write).0 == .pinUvAuthTokenRequired)
+        // The empty-pinUvAuthParam probe says UV is configured.
+        var probe = MakeCredentialBuilder()
+        probe.pinUvAuthParam = []
+        probe.pinUvAuthProtocol = 2
+        #expect(try await key.send(.makeCredential, probe.cbor).0 == .pinInvalid)
+        #expect(try await TestKey().send(.makeCredential, probe.cbor).0 == .pinNotSet)
+    }
+}
