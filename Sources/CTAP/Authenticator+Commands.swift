@@ -278,7 +278,10 @@ extension Authenticator {
         // presence of step 9.
         if builtInUv {
             try await collectVerifiedPresence(PresenceRequest(operation: .getAssertion, rpId: request.rpId))
-            flags.formUnion([.userVerified, .userPresent])
+            flags.insert(.userVerified)
+            // UP only when the platform asked for presence: `up: false` keeps
+            // the flag clear even though the verifying touch was there.
+            if userPresence { flags.insert(.userPresent) }
             pinUvAuth.token.clearAfterUserPresence()
             userPresence = false
         }

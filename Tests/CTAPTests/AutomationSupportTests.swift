@@ -45,6 +45,9 @@ struct AutomationSupportTests {
         #expect(try #require(assertion.user).entries.count > 1, "a verified user gets the whole user entity")
         key.presence.enqueue(.approved)
         #expect(try await key.send(.getAssertion, get.cbor).0 == .uvInvalid)
+        get.up = false
+        key.presence.enqueue(.verified)
+        #expect(try Assertion(try await key.getAssertion(get)).flags & 0x05 == 0x04, "up: false, uv: true: UV only")
     }
 
     @Test("getPinUvAuthTokenUsingUvWithPermissions: a token through built-in UV; getUVRetries", arguments: [1, 2])
