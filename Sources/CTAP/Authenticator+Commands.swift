@@ -328,9 +328,12 @@ extension Authenticator {
             pinUvAuth.token.clearAfterUserPresence()
         }
 
+        // An allowList names the account, so it is the single-account case
+        // however many credentials it lists; without one, every discoverable
+        // credential found is an account the platform chooses among.
         var response = try assertion(
             for: credential, rpIdHash: rpIdHash, flags: flags, extensions: extensions,
-            clientDataHash: request.clientDataHash, rpId: request.rpId
+            clientDataHash: request.clientDataHash, multipleAccounts: !others.isEmpty, rpId: request.rpId
         )
         if !others.isEmpty {
             response.numberOfCredentials = others.count + 1
@@ -362,17 +365,20 @@ extension Authenticator {
         }
         return try assertion(
             for: credential, rpIdHash: pending.rpIdHash, flags: pending.flags, extensions: pending.extensions,
-            clientDataHash: pending.clientDataHash
+            clientDataHash: pending.clientDataHash, multipleAccounts: true
         )
     }
 
-    /// Signs one assertion with a fresh counter value.
+    /// Signs one assertion with a fresh counter value. `multipleAccounts`:
+    /// the assertion is one of a sequence of several discoverable credentials
+    /// (numberOfCredentials > 1).
     private func assertion(
         for credential: FoundCredential,
         rpIdHash: [UInt8],
         flags: AuthenticatorDataFlags,
         extensions: AssertionExtensionRequest,
         clientDataHash: [UInt8],
+        multipleAccounts: Bool,
         rpId: String? = nil
     ) throws(CTAPStatus) -> GetAssertionResponse {
         let outputs = try assertionExtensionOutputs(
@@ -393,11 +399,17 @@ extension Authenticator {
                 .credentialAsserted, rpId: rpId, signCount: signCount, userVerified: flags.contains(.userVerified)
             )
         )
-        // Without user verification only the user handle identifies the account
-        // (§6.2.2: no user-identifiable information unless the user was verified).
+        // §6.2.2, member `user`: for a single account the key returns only
+        // the user handle, which is what reaches the relying party. For
+        // several accounts a key without a display (latchkey lets nobody pick
+        // an account on the key, so `userSelected` is never sent) adds name
+        // and displayName for the platform's account chooser, but only after
+        // user verification: no user-identifiable information otherwise. A
+        // platform given names for a single account shows a chooser of one
+        // (Chromium stops there).
         let user = credential.stored.map {
             UserEntity(id: $0.userId, name: $0.userName, displayName: $0.userDisplayName)
-                .cbor(identifying: flags.contains(.userVerified))
+                .cbor(identifying: multipleAccounts && flags.contains(.userVerified))
         }
         return GetAssertionResponse(
             credential: CredentialDescriptor(id: credential.id), authData: authData, signature: signature, user: user,
