@@ -225,7 +225,7 @@ extension Authenticator {
 
     // MARK: - authenticatorGetAssertion (CTAP 2.1 §6.2.2)
 
-    func getAssertion(_ cbor: CBORValue) async throws(CTAPStatus) -> GetAssertionResponse {
+    func getAssertion(_ cbor: CBORValue, from origin: RequestOrigin) async throws(CTAPStatus) -> GetAssertionResponse {
         let request = try reading { () throws(CBORError) in try GetAssertionRequest(cbor: cbor) }
         guard request.clientDataHash.count == 32 else { throw .invalidLength }
 
@@ -337,7 +337,7 @@ extension Authenticator {
         )
         if !others.isEmpty {
             response.numberOfCredentials = others.count + 1
-            pendingAssertions = PendingAssertions(
+            conversations[origin].assertions = PendingAssertions(
                 remaining: others, clientDataHash: request.clientDataHash, rpIdHash: rpIdHash, flags: flags,
                 extensions: extensions, lastAt: clock.milliseconds
             )
@@ -347,20 +347,23 @@ extension Authenticator {
 
     // MARK: - authenticatorGetNextAssertion (CTAP 2.1 §6.3)
 
-    func getNextAssertion() throws(CTAPStatus) -> GetAssertionResponse {
-        guard var pending = pendingAssertions, !pending.remaining.isEmpty else { throw .notAllowed }
+    /// The next assertion of the sequence `origin` began; any other origin's
+    /// sequence is not this one's to continue (CTAP2_ERR_NOT_ALLOWED, as
+    /// with no sequence at all).
+    func getNextAssertion(from origin: RequestOrigin) throws(CTAPStatus) -> GetAssertionResponse {
+        guard var pending = conversations[origin].assertions, !pending.remaining.isEmpty else { throw .notAllowed }
         let now = clock.milliseconds
         guard now - pending.lastAt <= configuration.getNextAssertionWindowMilliseconds else {
-            pendingAssertions = nil
+            conversations[origin].assertions = nil
             throw .notAllowed
         }
         let next = pending.remaining.removeFirst()
         pending.lastAt = now
-        pendingAssertions = pending.remaining.isEmpty ? nil : pending
+        conversations[origin].assertions = pending.remaining.isEmpty ? nil : pending
         // The credential may have been deleted meanwhile (control API): then
         // the sequence is over.
         guard let credential = try findCredential(id: next.id, rpIdHash: pending.rpIdHash) else {
-            pendingAssertions = nil
+            conversations[origin].assertions = nil
             throw .notAllowed
         }
         return try assertion(
@@ -482,9 +485,7 @@ extension Authenticator {
             return try Self.loadWrapper(store: store, entropy: entropy)
         }
         keyCache.removeAll()
-        pendingAssertions = nil
-        credentialManagementEnumeration = nil
-        largeBlobWrite = nil
+        conversations.removeAll()
         pinUvAuth = PinUvAuthSession(entropy: entropy)
     }
 }
