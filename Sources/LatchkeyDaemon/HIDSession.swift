@@ -41,9 +41,9 @@ public struct SystemMonotonicClock: MonotonicClock {
 public actor HIDSession {
     /// How often KEEPALIVE goes out while the engine works (DESIGN.md: 100 ms).
     static let keepaliveInterval: Duration = .milliseconds(100)
-    /// How many channels may wait for their conversation to end before the
-    /// session ends all of the connection's instead (a host that re-syncs
-    /// channels by the thousand loses only its own conversations).
+    /// How many channels may wait for their next request to end their
+    /// conversation; past that, one is ended at once instead (a host that
+    /// opens channels by the thousand cannot grow the set).
     static let maxInitializedChannels = 64
     /// Numbers transport connections for the engine, daemon-wide, so that
     /// no two connections to a key share one.
@@ -66,11 +66,9 @@ public actor HIDSession {
     /// when the transport opens again.
     private var connection = HIDSession.newConnection()
     /// Channels CTAPHID_INIT gave out anew since their last request: their
-    /// conversation ends in the engine task of that request, before it runs.
+    /// conversation ends in the engine task of that request, before it runs
+    /// (a separate task could run after it).
     private var initializedChannels: Set<UInt32> = []
-    /// Too many channels were initialized: the next request ends every
-    /// conversation of the connection first.
-    private var endAllConversations = false
 
     /// A session that sends its input reports through `send`. `capabilities`
     /// are CTAPHID_INIT's flags (a U2F-only key leaves out CBOR); `hooks`
@@ -109,7 +107,6 @@ public actor HIDSession {
         timer?.cancel()
         timer = nil
         initializedChannels.removeAll()
-        endAllConversations = false
         let (authenticator, connection) = (self.authenticator, self.connection)
         Task { await authenticator.endConversations(connection: connection) }
     }
@@ -142,11 +139,11 @@ public actor HIDSession {
             case .wink:
                 logger.info("wink")
             case .channelInitialized(let channel):
-                if initializedChannels.count < Self.maxInitializedChannels {
-                    initializedChannels.insert(channel)
-                } else {
-                    initializedChannels.removeAll()
-                    endAllConversations = true
+                initializedChannels.insert(channel)
+                if initializedChannels.count > Self.maxInitializedChannels {
+                    let origin = RequestOrigin(connection: connection, channel: initializedChannels.removeFirst())
+                    let authenticator = self.authenticator
+                    Task { await authenticator.endConversation(origin) }
                 }
             }
         }
@@ -157,16 +154,10 @@ public actor HIDSession {
         nextRequestID += 1
         let id = nextRequestID
         let origin = RequestOrigin(connection: connection, channel: channel)
-        let endAll = endAllConversations
-        let endOne = initializedChannels.remove(channel) != nil
-        endAllConversations = false
+        let initialized = initializedChannels.remove(channel) != nil
         let task = Task {
             // In the request's own task, so that it runs first.
-            if endAll {
-                await authenticator.endConversations(connection: origin.connection)
-            } else if endOne {
-                await authenticator.endConversation(origin)
-            }
+            if initialized { await authenticator.endConversation(origin) }
             let response: [UInt8]
             if command == .cbor {
                 response = await authenticator.handleCBOR(payload, from: origin)

@@ -120,4 +120,19 @@ struct HIDSessionConversationTests {
         #expect(try await link.status(first, Self.next) == Self.notAllowed)
         #expect(try await link.status(second, Self.next) == Self.ok)
     }
+
+    @Test("many new channels neither end another channel's sequence nor escape a re-synced one's end")
+    func manyChannels() async throws {
+        let link = Link(try await Self.key())
+        let (first, second) = (try await link.open(), try await link.open())
+        #expect(try await link.status(first, Self.getAssertion) == Self.ok)
+        #expect(try await link.status(second, Self.getAssertion) == Self.ok)
+        _ = await HIDSessionOverrideTests.exchange(
+            link.session, outbox: link.outbox, channel: second, command: .initialize, payload: [7, 7, 7, 7, 7, 7, 7, 7]
+        )
+        // More channels than the session tracks: some are ended at once, in no order.
+        for _ in 0..<(HIDSession.maxInitializedChannels + 8) { _ = try await link.open() }
+        #expect(try await link.status(first, Self.next) == Self.ok, "nobody re-synced the first channel")
+        #expect(try await link.status(second, Self.next) == Self.notAllowed)
+    }
 }
