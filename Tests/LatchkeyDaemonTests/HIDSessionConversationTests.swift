@@ -65,6 +65,15 @@ struct HIDSessionConversationTests {
         }
     }
 
+    /// A connection with two channels, each in a getAssertion sequence of its own.
+    static func twoSequences() async throws -> (Link, first: UInt32, second: UInt32) {
+        let link = Link(try await key())
+        let (first, second) = (try await link.open(), try await link.open())
+        #expect(try await link.status(first, getAssertion) == ok)
+        #expect(try await link.status(second, getAssertion) == ok)
+        return (link, first, second)
+    }
+
     static let getAssertion = [UInt8](
         [0x02] + CBORValue.intMap([(1, "example.com"), (2, .bytes([UInt8](repeating: 2, count: 32)))]).encoded()
     )
@@ -109,10 +118,7 @@ struct HIDSessionConversationTests {
 
     @Test("CTAPHID_INIT on a channel ends its sequence, not another channel's")
     func resync() async throws {
-        let link = Link(try await Self.key())
-        let (first, second) = (try await link.open(), try await link.open())
-        #expect(try await link.status(first, Self.getAssertion) == Self.ok)
-        #expect(try await link.status(second, Self.getAssertion) == Self.ok)
+        let (link, first, second) = try await Self.twoSequences()
         let answers = await HIDSessionOverrideTests.exchange(
             link.session, outbox: link.outbox, channel: first, command: .initialize, payload: [9, 9, 9, 9, 9, 9, 9, 9]
         )
@@ -123,10 +129,7 @@ struct HIDSessionConversationTests {
 
     @Test("many new channels neither end another channel's sequence nor escape a re-synced one's end")
     func manyChannels() async throws {
-        let link = Link(try await Self.key())
-        let (first, second) = (try await link.open(), try await link.open())
-        #expect(try await link.status(first, Self.getAssertion) == Self.ok)
-        #expect(try await link.status(second, Self.getAssertion) == Self.ok)
+        let (link, first, second) = try await Self.twoSequences()
         _ = await HIDSessionOverrideTests.exchange(
             link.session, outbox: link.outbox, channel: second, command: .initialize, payload: [7, 7, 7, 7, 7, 7, 7, 7]
         )
