@@ -26,6 +26,7 @@ let package = Package(
         .library(name: "LatchkeyStore", targets: ["LatchkeyStore"]),
         .library(name: "USBIP", targets: ["USBIP"]),
         .library(name: "LatchkeySystem", targets: ["LatchkeySystem"]),
+        .library(name: "LatchkeyNames", targets: ["LatchkeyNames"]),
         .executable(name: "latchkeyd", targets: ["latchkeyd"]),
         .executable(name: "latchkeyctl", targets: ["latchkeyctl"]),
     ],
@@ -58,6 +59,9 @@ let package = Package(
         .target(name: "CTAP", dependencies: ["CBOR", "LatchkeyCrypto"], swiftSettings: strict),
         .target(name: "USBIP", swiftSettings: strict),
 
+        // Names shared by the daemon and latchkeyctl (KeyName): values, no I/O, no Foundation.
+        .target(name: "LatchkeyNames", swiftSettings: strict),
+
         // The one system-call wrapper (EINTR, errno) the I/O targets share.
         .target(name: "LatchkeySystem", swiftSettings: strict),
 
@@ -82,6 +86,7 @@ let package = Package(
             name: "LatchkeyDaemon",
             dependencies: [
                 "CBOR", "CTAPHID", "CTAP", "LatchkeyCrypto", "LatchkeyStore", "USBIP", "LatchkeyUHID", "CZlib",
+                "LatchkeyNames",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -102,13 +107,18 @@ let package = Package(
         ),
         .executableTarget(
             name: "latchkeyctl",
-            dependencies: ["LatchkeySystem", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: [
+                "LatchkeySystem", "LatchkeyNames", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
             swiftSettings: strict
         ),
 
         .testTarget(name: "CBORTests", dependencies: ["CBOR"], resources: [.copy("Crashers")]),
         .testTarget(name: "CTAPHIDTests", dependencies: ["CTAPHID"], resources: [.copy("Crashers")]),
-        .testTarget(name: "LatchkeyDaemonTests", dependencies: ["LatchkeyDaemon", "CTAP", "CTAPHID", "USBIP"]),
+        .testTarget(name: "LatchkeyNamesTests", dependencies: ["LatchkeyNames"]),
+        .testTarget(
+            name: "LatchkeyDaemonTests", dependencies: ["LatchkeyDaemon", "LatchkeyNames", "CTAP", "CTAPHID", "USBIP"]
+        ),
         .testTarget(name: "LatchkeyUHIDTests", dependencies: ["LatchkeyUHID", "CLinuxHID"]),
         .testTarget(name: "USBIPTests", dependencies: ["USBIP"], resources: [.copy("Crashers")]),
         .testTarget(name: "LatchkeyCryptoTests", dependencies: ["LatchkeyCrypto", "COpenSSL"]),

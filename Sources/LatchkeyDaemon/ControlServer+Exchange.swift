@@ -11,6 +11,7 @@
 import CTAP
 import Foundation
 import Hummingbird
+import LatchkeyNames
 import NIOCore
 import NIOPosix
 
@@ -24,19 +25,19 @@ extension ControlServer {
         router.post("/v1/keys/:name/signals/accepted-credentials") { request, context in
             try await answer {
                 let body: AcceptedCredentialsSignal = try await decode(request)
-                return try await manager.signalAcceptedCredentials(try parameter(context, "name"), body)
+                return try await manager.signalAcceptedCredentials(try keyName(context), body)
             }
         }
         router.post("/v1/keys/:name/signals/current-user-details") { request, context in
             try await answer {
                 let body: CurrentUserDetailsSignal = try await decode(request)
-                return try await manager.signalCurrentUserDetails(try parameter(context, "name"), body)
+                return try await manager.signalCurrentUserDetails(try keyName(context), body)
             }
         }
         router.post("/v1/keys/:name/signals/unknown-credential") { request, context in
             try await answer {
                 let body: UnknownCredentialSignal = try await decode(request)
-                return try await manager.signalUnknownCredential(try parameter(context, "name"), body)
+                return try await manager.signalUnknownCredential(try keyName(context), body)
             }
         }
 
@@ -44,7 +45,7 @@ extension ControlServer {
             do {
                 let body: ExportRequest = try await decode(request)
                 let passphrase = try Self.exportPassphrase(body)
-                let (cxf, count) = try await manager.exportCXF(try parameter(context, "name"))
+                let (cxf, count) = try await manager.exportCXF(try keyName(context))
                 guard let passphrase else {
                     return Self.document(cxf, passkeys: count)
                 }
@@ -63,7 +64,7 @@ extension ControlServer {
 
         router.post("/v1/keys/:name/import") { request, context in
             try await answer {
-                let name = try parameter(context, "name")
+                let name = try keyName(context)
                 var request = request
                 let buffer = try await request.collectBody(upTo: Self.maxImportBodyBytes)
                 let body = try JSONDecoder().decode(ImportRequest.self, from: Data(buffer.readableBytesView))
