@@ -33,6 +33,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
@@ -47,6 +48,8 @@ let package = Package(
             providers: [.apt(["libssl-dev"])]
         ),
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        // glibc's <malloc.h> (mallopt, malloc_trim), part of libc itself.
+        .systemLibrary(name: "CMalloc"),
         .systemLibrary(
             name: "CLinuxHID",
             pkgConfig: "libudev",
@@ -86,12 +89,15 @@ let package = Package(
             name: "LatchkeyDaemon",
             dependencies: [
                 "CBOR", "CTAPHID", "CTAP", "LatchkeyCrypto", "LatchkeyStore", "USBIP", "LatchkeyUHID", "CZlib",
-                "LatchkeyNames",
+                "LatchkeyNames", "CMalloc",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ],
             swiftSettings: daemonSettings
@@ -117,7 +123,11 @@ let package = Package(
         .testTarget(name: "CTAPHIDTests", dependencies: ["CTAPHID"], resources: [.copy("Crashers")]),
         .testTarget(name: "LatchkeyNamesTests", dependencies: ["LatchkeyNames"]),
         .testTarget(
-            name: "LatchkeyDaemonTests", dependencies: ["LatchkeyDaemon", "LatchkeyNames", "CTAP", "CTAPHID", "USBIP"]
+            name: "LatchkeyDaemonTests",
+            dependencies: [
+                "LatchkeyDaemon", "LatchkeyNames", "CTAP", "CTAPHID", "USBIP",
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]
         ),
         .testTarget(name: "LatchkeyUHIDTests", dependencies: ["LatchkeyUHID", "CLinuxHID"]),
         .testTarget(name: "USBIPTests", dependencies: ["USBIP"], resources: [.copy("Crashers")]),

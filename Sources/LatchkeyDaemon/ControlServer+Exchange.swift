@@ -16,9 +16,6 @@ import NIOCore
 import NIOPosix
 
 extension ControlServer {
-    /// The largest import body: a few thousand passkeys, base64url inside JSON.
-    static let maxImportBodyBytes = 16 << 20
-
     func addExchangeRoutes(to router: Router<BasicRequestContext>) {
         let manager = self.manager
 
@@ -66,7 +63,7 @@ extension ControlServer {
             try await answer {
                 let name = try keyName(context)
                 var request = request
-                let buffer = try await request.collectBody(upTo: Self.maxImportBodyBytes)
+                let buffer = try await request.collectBody(upTo: ControlHTTPLimits.maxImportBodyBytes)
                 let body = try JSONDecoder().decode(ImportRequest.self, from: Data(buffer.readableBytesView))
                 let entries = try await Self.entries(of: body)
                 return try await manager.importCXF(name, entries)

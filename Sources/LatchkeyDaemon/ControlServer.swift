@@ -23,14 +23,18 @@ struct ControlServer {
 
     func application() -> some ApplicationProtocol {
         let router = Router(context: BasicRequestContext.self)
+        let table = RouteTable()
+        // First: middleware only wraps the routes registered after it.
+        router.add(middleware: ErrorDocumentMiddleware(table: table))
         addRoutes(to: router)
         addPolicyRoutes(to: router)
-        addRouteListing(to: router)
+        addRouteListing(to: router, table: table)
         let socketPath = self.socketPath
         let logger = self.logger
         let listening = self.listening
         return Application(
             router: router,
+            server: GuardedHTTP1Channel.builder(governor: ConnectionGovernor(logger: logger)),
             configuration: ApplicationConfiguration(address: .unixDomainSocket(path: socketPath), serverName: "latchkeyd"),
             onServerRunning: { _ in
                 // The daemon runs with umask 077, so the socket starts 0600; open it to the group.
@@ -207,7 +211,7 @@ func answer(status: HTTPResponse.Status = .ok, _ body: () async throws -> some E
 
 func decode<T: Decodable>(_ request: Request) async throws -> T {
     var request = request
-    let buffer = try await request.collectBody(upTo: 64 * 1024)
+    let buffer = try await request.collectBody(upTo: ControlHTTPLimits.maxBodyBytes)
     do {
         return try JSONDecoder().decode(T.self, from: Data(buffer.readableBytesView))
     } catch let error as DecodingError {
@@ -238,7 +242,6 @@ func keyName(_ text: String) throws(ControlError) -> KeyName {
         throw .badRequest("\(error)")
     }
 }
-
 
 private func describe(_ error: DecodingError) -> String {
     switch error {
