@@ -26,12 +26,14 @@ let package = Package(
         .library(name: "LatchkeyStore", targets: ["LatchkeyStore"]),
         .library(name: "USBIP", targets: ["USBIP"]),
         .library(name: "LatchkeySystem", targets: ["LatchkeySystem"]),
+        .library(name: "LatchkeyNames", targets: ["LatchkeyNames"]),
         .executable(name: "latchkeyd", targets: ["latchkeyd"]),
         .executable(name: "latchkeyctl", targets: ["latchkeyctl"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
@@ -46,6 +48,8 @@ let package = Package(
             providers: [.apt(["libssl-dev"])]
         ),
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        // glibc's <malloc.h> (mallopt, malloc_trim), part of libc itself.
+        .systemLibrary(name: "CMalloc"),
         .systemLibrary(
             name: "CLinuxHID",
             pkgConfig: "libudev",
@@ -57,6 +61,9 @@ let package = Package(
         .target(name: "CTAPHID", swiftSettings: strict),
         .target(name: "CTAP", dependencies: ["CBOR", "LatchkeyCrypto"], swiftSettings: strict),
         .target(name: "USBIP", swiftSettings: strict),
+
+        // Names shared by the daemon and latchkeyctl (KeyName): values, no I/O, no Foundation.
+        .target(name: "LatchkeyNames", swiftSettings: strict),
 
         // The one system-call wrapper (EINTR, errno) the I/O targets share.
         .target(name: "LatchkeySystem", swiftSettings: strict),
@@ -82,11 +89,15 @@ let package = Package(
             name: "LatchkeyDaemon",
             dependencies: [
                 "CBOR", "CTAPHID", "CTAP", "LatchkeyCrypto", "LatchkeyStore", "USBIP", "LatchkeyUHID", "CZlib",
+                "LatchkeyNames", "CMalloc",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ],
             swiftSettings: daemonSettings
@@ -102,13 +113,22 @@ let package = Package(
         ),
         .executableTarget(
             name: "latchkeyctl",
-            dependencies: ["LatchkeySystem", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: [
+                "LatchkeySystem", "LatchkeyNames", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
             swiftSettings: strict
         ),
 
         .testTarget(name: "CBORTests", dependencies: ["CBOR"], resources: [.copy("Crashers")]),
         .testTarget(name: "CTAPHIDTests", dependencies: ["CTAPHID"], resources: [.copy("Crashers")]),
-        .testTarget(name: "LatchkeyDaemonTests", dependencies: ["LatchkeyDaemon", "CTAP", "CTAPHID", "USBIP"]),
+        .testTarget(name: "LatchkeyNamesTests", dependencies: ["LatchkeyNames"]),
+        .testTarget(
+            name: "LatchkeyDaemonTests",
+            dependencies: [
+                "LatchkeyDaemon", "LatchkeyNames", "CTAP", "CTAPHID", "USBIP",
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]
+        ),
         .testTarget(name: "LatchkeyUHIDTests", dependencies: ["LatchkeyUHID", "CLinuxHID"]),
         .testTarget(name: "USBIPTests", dependencies: ["USBIP"], resources: [.copy("Crashers")]),
         .testTarget(name: "LatchkeyCryptoTests", dependencies: ["LatchkeyCrypto", "COpenSSL"]),

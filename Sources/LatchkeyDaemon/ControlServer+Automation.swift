@@ -4,6 +4,7 @@
 
 import Foundation
 import Hummingbird
+import LatchkeyNames
 
 extension ControlServer {
     func addAutomationRoutes(to router: Router<BasicRequestContext>) {
@@ -12,13 +13,13 @@ extension ControlServer {
         router.put("/v1/keys/:name/user-verified") { request, context in
             try await answer {
                 let body: UserVerifiedDocument = try await decode(request)
-                return try await manager.setUserVerified(try parameter(context, "name"), body.isUserVerified)
+                return try await manager.setUserVerified(try keyName(context), body.isUserVerified)
             }
         }
         router.get("/v1/keys/:name/user-verified") { _, context in
             try await answer {
                 UserVerifiedDocument(
-                    isUserVerified: try await manager.key(try parameter(context, "name")).presence.isUserVerified
+                    isUserVerified: try await manager.key(try keyName(context)).presence.isUserVerified
                 )
             }
         }
@@ -26,15 +27,15 @@ extension ControlServer {
         router.post("/v1/keys/:name/overrides") { request, context in
             try await answer(status: .created) {
                 let body: OverrideRequest = try await decode(request)
-                return try await manager.addOverride(try parameter(context, "name"), body)
+                return try await manager.addOverride(try keyName(context), body)
             }
         }
         router.get("/v1/keys/:name/overrides") { _, context in
-            try await answer { try await manager.key(try parameter(context, "name")).overrides.entries }
+            try await answer { try await manager.key(try keyName(context)).overrides.entries }
         }
         router.delete("/v1/keys/:name/overrides") { _, context in
             try await answer(status: .noContent) {
-                try await manager.key(try parameter(context, "name")).overrides.clear()
+                try await manager.key(try keyName(context)).overrides.clear()
                 return Empty()
             }
         }
@@ -42,7 +43,7 @@ extension ControlServer {
         router.get("/v1/keys/:name/credentials/:id") { request, context in
             try await answer {
                 try await manager.credential(
-                    try parameter(context, "name"),
+                    try keyName(context),
                     id: try parameter(context, "id"),
                     includePrivateKey: request.uri.queryParameters.get("privateKey") == "true"
                 )
@@ -51,12 +52,12 @@ extension ControlServer {
         router.post("/v1/keys/:name/credentials") { request, context in
             try await answer(status: .created) {
                 let body: SeedCredentialRequest = try await decode(request)
-                return try await manager.seedCredential(try parameter(context, "name"), body)
+                return try await manager.seedCredential(try keyName(context), body)
             }
         }
         router.delete("/v1/keys/:name/credentials") { _, context in
             try await answer(status: .noContent) {
-                try await manager.clearCredentials(try parameter(context, "name"))
+                try await manager.clearCredentials(try keyName(context))
                 return Empty()
             }
         }

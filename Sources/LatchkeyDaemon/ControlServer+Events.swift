@@ -5,6 +5,7 @@
 
 import Foundation
 import Hummingbird
+import LatchkeyNames
 import NIOCore
 import ServiceLifecycle
 
@@ -15,17 +16,16 @@ extension ControlServer {
     func addEventRoutes(to router: Router<BasicRequestContext>) {
         let manager = self.manager
         router.get("/v1/events") { request, _ in
-            let key = request.uri.queryParameters.get("key")
-            if let key {
+            var key: KeyName?
+            if let text = request.uri.queryParameters.get("key") {
                 // A key that does not exist yet may be created later; only the name is checked.
-                guard KeyConfiguration.isValidName(key) else {
-                    return json(
-                        ErrorDocument(error: .init(code: "bad_request", message: "key must be a valid key name")),
-                        status: .badRequest
-                    )
+                do {
+                    key = try KeyName(text)
+                } catch {
+                    return json(ErrorDocument(error: .init(code: "bad_request", message: "key: \(error)")), status: .badRequest)
                 }
             }
-            let subscription = manager.events.subscribe(key: key)
+            let subscription = manager.events.subscribe(key: key?.rawValue)
             var headers = HTTPFields()
             headers[.contentType] = "text/event-stream"
             headers[.cacheControl] = "no-cache"

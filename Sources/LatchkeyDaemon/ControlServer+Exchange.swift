@@ -11,32 +11,30 @@
 import CTAP
 import Foundation
 import Hummingbird
+import LatchkeyNames
 import NIOCore
 import NIOPosix
 
 extension ControlServer {
-    /// The largest import body: a few thousand passkeys, base64url inside JSON.
-    static let maxImportBodyBytes = 16 << 20
-
     func addExchangeRoutes(to router: Router<BasicRequestContext>) {
         let manager = self.manager
 
         router.post("/v1/keys/:name/signals/accepted-credentials") { request, context in
             try await answer {
                 let body: AcceptedCredentialsSignal = try await decode(request)
-                return try await manager.signalAcceptedCredentials(try parameter(context, "name"), body)
+                return try await manager.signalAcceptedCredentials(try keyName(context), body)
             }
         }
         router.post("/v1/keys/:name/signals/current-user-details") { request, context in
             try await answer {
                 let body: CurrentUserDetailsSignal = try await decode(request)
-                return try await manager.signalCurrentUserDetails(try parameter(context, "name"), body)
+                return try await manager.signalCurrentUserDetails(try keyName(context), body)
             }
         }
         router.post("/v1/keys/:name/signals/unknown-credential") { request, context in
             try await answer {
                 let body: UnknownCredentialSignal = try await decode(request)
-                return try await manager.signalUnknownCredential(try parameter(context, "name"), body)
+                return try await manager.signalUnknownCredential(try keyName(context), body)
             }
         }
 
@@ -44,7 +42,7 @@ extension ControlServer {
             do {
                 let body: ExportRequest = try await decode(request)
                 let passphrase = try Self.exportPassphrase(body)
-                let (cxf, count) = try await manager.exportCXF(try parameter(context, "name"))
+                let (cxf, count) = try await manager.exportCXF(try keyName(context))
                 guard let passphrase else {
                     return Self.document(cxf, passkeys: count)
                 }
@@ -63,9 +61,9 @@ extension ControlServer {
 
         router.post("/v1/keys/:name/import") { request, context in
             try await answer {
-                let name = try parameter(context, "name")
+                let name = try keyName(context)
                 var request = request
-                let buffer = try await request.collectBody(upTo: Self.maxImportBodyBytes)
+                let buffer = try await request.collectBody(upTo: ControlHTTPLimits.maxImportBodyBytes)
                 let body = try JSONDecoder().decode(ImportRequest.self, from: Data(buffer.readableBytesView))
                 let entries = try await Self.entries(of: body)
                 return try await manager.importCXF(name, entries)

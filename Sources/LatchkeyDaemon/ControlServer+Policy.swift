@@ -4,6 +4,7 @@
 
 import Foundation
 import Hummingbird
+import LatchkeyNames
 
 /// GET/PUT /v1/keys/{name}/policy
 struct PolicyDocument: Codable, Sendable, Equatable {
@@ -64,12 +65,12 @@ extension ControlServer {
         let manager = self.manager
 
         router.get("/v1/keys/:name/policy") { _, context in
-            try await answer { PolicyDocument(try await manager.presence(try parameter(context, "name"))) }
+            try await answer { PolicyDocument(try await manager.presence(try keyName(context))) }
         }
         router.put("/v1/keys/:name/policy") { request, context in
             try await answer {
                 let body: PolicyOverrides = try await decode(request)
-                let broker = try await manager.presence(try parameter(context, "name"))
+                let broker = try await manager.presence(try keyName(context))
                 do throws(ConfigurationError) {
                     _ = try broker.update(policy: body)
                 } catch {
@@ -80,7 +81,7 @@ extension ControlServer {
         }
         router.post("/v1/keys/:name/signals/password-used") { request, context in
             try await answer {
-                let name = try parameter(context, "name")
+                let name = try keyName(context)
                 let body: PasswordUsedRequest = try await decode(request)
                 guard RPPattern.isValid(body.rpId), !body.rpId.hasPrefix("*.") else {
                     throw ControlError.badRequest("rpId must be an RP ID such as example.com")
@@ -95,7 +96,7 @@ extension ControlServer {
                 let signal = broker.passwordUsed(rpId: body.rpId, userName: body.userName)
                 let now = broker.now
                 return PasswordUsedDocument(
-                    key: name,
+                    key: name.rawValue,
                     rpId: signal.rpId,
                     userName: signal.userName,
                     expiresInMs: Int(signal.expiresAt > now ? signal.expiresAt - now : 0)
@@ -104,7 +105,7 @@ extension ControlServer {
         }
         router.get("/v1/keys/:name/policy/decisions") { request, context in
             try await answer {
-                let broker = try await manager.presence(try parameter(context, "name"))
+                let broker = try await manager.presence(try keyName(context))
                 var limit = PolicyDecisionLog.defaultCapacity
                 if let text = request.uri.queryParameters.get("limit") {
                     guard let value = Int(text), (1...PolicyDecisionLog.defaultCapacity).contains(value) else {

@@ -4,7 +4,6 @@
 // endpoint cannot be added or dropped without the spec following.
 
 import Hummingbird
-import Synchronization
 
 /// One registered route: `GET /v1/keys/{name}`, parameters in OpenAPI's braces.
 struct RouteDocument: Codable, Sendable, Equatable, Comparable {
@@ -16,18 +15,12 @@ struct RouteDocument: Codable, Sendable, Equatable, Comparable {
     }
 }
 
-/// The listing, filled in once the route that answers it is registered.
-private final class RouteListing: Sendable {
-    let routes = Mutex<[RouteDocument]>([])
-}
-
 extension ControlServer {
     /// Registers the listing; call it after every other route so that the
-    /// listing, taken once here, holds them all (itself included).
-    func addRouteListing(to router: Router<BasicRequestContext>) {
-        let listing = RouteListing()
-        router.get("/v1/api/routes") { _, _ in json(listing.routes.withLock { $0 }) }
+    /// table, filled once here, holds them all (itself included).
+    func addRouteListing(to router: Router<BasicRequestContext>, table: RouteTable) {
+        router.get("/v1/api/routes") { _, _ in json(table.routes.withLock { $0 }) }
         let routes = router.routes.map { RouteDocument(method: $0.method.rawValue, path: $0.path.description) }
-        listing.routes.withLock { $0 = routes.sorted() }
+        table.routes.withLock { $0 = routes.sorted() }
     }
 }

@@ -5,6 +5,7 @@
 import CTAP
 import Foundation
 import Hummingbird
+import LatchkeyNames
 import Logging
 import NIOCore
 
@@ -22,14 +23,18 @@ struct ControlServer {
 
     func application() -> some ApplicationProtocol {
         let router = Router(context: BasicRequestContext.self)
+        let table = RouteTable()
+        // First: middleware only wraps the routes registered after it.
+        router.add(middleware: ErrorDocumentMiddleware(table: table))
         addRoutes(to: router)
         addPolicyRoutes(to: router)
-        addRouteListing(to: router)
+        addRouteListing(to: router, table: table)
         let socketPath = self.socketPath
         let logger = self.logger
         let listening = self.listening
         return Application(
             router: router,
+            server: GuardedHTTP1Channel.builder(governor: ConnectionGovernor(logger: logger)),
             configuration: ApplicationConfiguration(address: .unixDomainSocket(path: socketPath), serverName: "latchkeyd"),
             onServerRunning: { _ in
                 // The daemon runs with umask 077, so the socket starts 0600; open it to the group.
@@ -67,27 +72,27 @@ struct ControlServer {
             }
         }
         router.get("/v1/keys/:name") { _, context in
-            try await answer { try await manager.document(named: try parameter(context, "name")) }
+            try await answer { try await manager.document(named: try keyName(context)) }
         }
         router.delete("/v1/keys/:name") { _, context in
             try await answer(status: .noContent) {
-                try await manager.delete(try parameter(context, "name"))
+                try await manager.delete(try keyName(context))
                 return Empty()
             }
         }
         router.post("/v1/keys/:name/replug") { _, context in
             try await answer {
-                let name = try parameter(context, "name")
+                let name = try keyName(context)
                 try await manager.replug(name)
                 return try await manager.document(named: name)
             }
         }
         router.get("/v1/keys/:name/credentials") { _, context in
-            try await answer { try await manager.credentials(try parameter(context, "name")) }
+            try await answer { try await manager.credentials(try keyName(context)) }
         }
         router.delete("/v1/keys/:name/credentials/:id") { _, context in
             try await answer(status: .noContent) {
-                try await manager.deleteCredential(try parameter(context, "name"), id: try parameter(context, "id"))
+                try await manager.deleteCredential(try keyName(context), id: try parameter(context, "id"))
                 return Empty()
             }
         }
@@ -95,37 +100,37 @@ struct ControlServer {
             try await answer {
                 let body: UserUpdateRequest = try await decode(request)
                 return try await manager.updateUser(
-                    try parameter(context, "name"), id: try parameter(context, "id"), body
+                    try keyName(context), id: try parameter(context, "id"), body
                 )
             }
         }
         router.get("/v1/keys/:name/pin") { _, context in
-            try await answer { try await manager.pinStatus(try parameter(context, "name")) }
+            try await answer { try await manager.pinStatus(try keyName(context)) }
         }
         router.put("/v1/keys/:name/pin") { request, context in
             try await answer {
                 let body: PINRequest = try await decode(request)
-                return try await manager.updatePIN(try parameter(context, "name"), body)
+                return try await manager.updatePIN(try keyName(context), body)
             }
         }
         router.get("/v1/keys/:name/config") { _, context in
-            try await answer { try await manager.configuration(try parameter(context, "name")) }
+            try await answer { try await manager.configuration(try keyName(context)) }
         }
         router.put("/v1/keys/:name/config") { request, context in
             try await answer {
                 let body: ConfigDocument = try await decode(request)
-                return try await manager.updateConfiguration(try parameter(context, "name"), body)
+                return try await manager.updateConfiguration(try keyName(context), body)
             }
         }
         router.get("/v1/keys/:name/large-blobs") { _, context in
-            try await answer { try await manager.largeBlobs(try parameter(context, "name")) }
+            try await answer { try await manager.largeBlobs(try keyName(context)) }
         }
         router.post("/v1/keys/:name/reset") { _, context in
-            try await answer { try await manager.reset(try parameter(context, "name")) }
+            try await answer { try await manager.reset(try keyName(context)) }
         }
         router.get("/v1/keys/:name/presence") { _, context in
             try await answer {
-                let settings = try await manager.presence(try parameter(context, "name")).current
+                let settings = try await manager.presence(try keyName(context)).current
                 return PresenceDocument(mode: settings.mode, timeoutSeconds: settings.timeoutSeconds)
             }
         }
@@ -135,7 +140,7 @@ struct ControlServer {
                 if let timeout = body.timeoutSeconds, !(1...600).contains(timeout) {
                     throw ControlError.badRequest("timeoutSeconds must be between 1 and 600")
                 }
-                let broker = try await manager.presence(try parameter(context, "name"))
+                let broker = try await manager.presence(try keyName(context))
                 broker.update(mode: body.mode, timeoutSeconds: body.timeoutSeconds)
                 let settings = broker.current
                 return PresenceDocument(mode: settings.mode, timeoutSeconds: settings.timeoutSeconds)
@@ -206,7 +211,7 @@ func answer(status: HTTPResponse.Status = .ok, _ body: () async throws -> some E
 
 func decode<T: Decodable>(_ request: Request) async throws -> T {
     var request = request
-    let buffer = try await request.collectBody(upTo: 64 * 1024)
+    let buffer = try await request.collectBody(upTo: ControlHTTPLimits.maxBodyBytes)
     do {
         return try JSONDecoder().decode(T.self, from: Data(buffer.readableBytesView))
     } catch let error as DecodingError {
@@ -216,9 +221,26 @@ func decode<T: Decodable>(_ request: Request) async throws -> T {
     }
 }
 
+/// A path parameter, percent-decoded (RFC 3986 §2.1); a malformed escape is a bad request.
 func parameter(_ context: BasicRequestContext, _ name: String) throws(ControlError) -> String {
     guard let value = context.parameters.get(name) else { throw .badRequest("missing \(name)") }
-    return value
+    guard let decoded = value.removingPercentEncoding else { throw .badRequest("\(name) holds a malformed % escape") }
+    return decoded
+}
+
+/// The `{name}` of a key route, validated: a name outside KeyName's grammar
+/// is a 400 that states the rule, before any handler runs.
+func keyName(_ context: BasicRequestContext) throws(ControlError) -> KeyName {
+    try keyName(parameter(context, "name"))
+}
+
+/// `text` as a key name, or a 400 that states the rule.
+func keyName(_ text: String) throws(ControlError) -> KeyName {
+    do {
+        return try KeyName(text)
+    } catch {
+        throw .badRequest("\(error)")
+    }
 }
 
 private func describe(_ error: DecodingError) -> String {

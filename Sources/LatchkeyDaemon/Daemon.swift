@@ -23,6 +23,7 @@ public struct Daemon: Sendable {
     /// Runs until SIGTERM or SIGINT.
     public func run() async throws {
         try configuration.validate()
+        HeapPolicy.apply()
         // Everything the daemon creates is private unless it says otherwise (the socket: 0660).
         umask(0o077)
         try makeDirectory(configuration.stateDirectory)

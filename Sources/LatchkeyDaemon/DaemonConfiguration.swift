@@ -4,6 +4,7 @@
 // the same text).
 
 import Foundation
+import LatchkeyNames
 import TOMLKit
 
 /// How user presence is decided for a key.
@@ -37,8 +38,8 @@ public enum TransportSwitch: String, Sendable, Codable {
 
 /// One virtual key.
 public struct KeyConfiguration: Sendable, Equatable {
-    /// The key's name (letters, digits, `-`, `_`, `.`; at most 64).
-    public var name: String
+    /// The key's name (KeyName's grammar); it names the key's directory too.
+    public var name: KeyName
     /// Presence mode; nil means the daemon's `[presence] mode`.
     public var presence: PresenceMode?
     /// Whether this key gets a uhid device (when the daemon's uhid transport is on).
@@ -74,15 +75,7 @@ public struct KeyConfiguration: Sendable, Equatable {
     /// This key's changes to the daemon's `[policy]`.
     public var policy = PolicyOverrides()
 
-    public init(name: String) { self.name = name }
-
-    /// Whether `name` is a valid key name.
-    public static func isValidName(_ name: String) -> Bool {
-        !name.isEmpty && name.count <= 64
-            && name.unicodeScalars.allSatisfy {
-                CharacterSet.alphanumerics.contains($0) && $0.isASCII || "-_.".unicodeScalars.contains($0)
-            }
-    }
+    public init(name: KeyName) { self.name = name }
 }
 
 /// Everything latchkeyd needs to start.
@@ -228,8 +221,14 @@ public struct DaemonConfiguration: Sendable, Equatable {
         if let tables = try reader.tables("keys") {
             var parsed: [KeyConfiguration] = []
             for var section in tables {
-                guard let name = try section.string("name") else {
+                guard let text = try section.string("name") else {
                     throw ConfigurationError("\(section.path): every [[keys]] table needs a name")
+                }
+                let name: KeyName
+                do {
+                    name = try KeyName(text)
+                } catch {
+                    throw ConfigurationError("\(section.path): name: \(error)")
                 }
                 var key = KeyConfiguration(name: name)
                 key.presence = try section.presenceMode("presence")
@@ -262,13 +261,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
             throw ConfigurationError("reset-window-seconds must be between 0 and 3600")
         }
         _ = try ListenAddress(usbipListen)
-        var seen: Set<String> = []
+        var seen: Set<KeyName> = []
         for key in keys {
-            guard KeyConfiguration.isValidName(key.name) else {
-                throw ConfigurationError(
-                    "key name \"\(key.name)\" must be 1-64 characters of letters, digits, '-', '_' or '.'"
-                )
-            }
             guard seen.insert(key.name).inserted else { throw ConfigurationError("two keys are named \"\(key.name)\"") }
             guard ["batch", "self", "none"].contains(key.attestation) else {
                 throw ConfigurationError("key \(key.name): attestation must be batch, self or none")

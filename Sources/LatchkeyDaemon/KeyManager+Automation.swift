@@ -4,10 +4,11 @@
 import CTAP
 import Foundation
 import LatchkeyCrypto
+import LatchkeyNames
 
 extension KeyManager {
     /// Queues an override for the key's next operations.
-    func addOverride(_ name: String, _ request: OverrideRequest) throws(ControlError) -> OverrideDocument {
+    func addOverride(_ name: KeyName, _ request: OverrideRequest) throws(ControlError) -> OverrideDocument {
         let key = try key(name)
         let count = request.count ?? 1
         guard (1...1000).contains(count) else { throw .badRequest("count must be between 1 and 1000") }
@@ -29,7 +30,7 @@ extension KeyManager {
     }
 
     /// One stored credential; with its PKCS#8 private key when asked.
-    func credential(_ name: String, id: String, includePrivateKey: Bool) async throws(ControlError)
+    func credential(_ name: KeyName, id: String, includePrivateKey: Bool) async throws(ControlError)
         -> CredentialDocument
     {
         let key = try key(name)
@@ -67,7 +68,7 @@ extension KeyManager {
 
     /// Deletes every stored credential of the key (each through the engine,
     /// which publishes credential.deleted).
-    func clearCredentials(_ name: String) async throws(ControlError) {
+    func clearCredentials(_ name: KeyName) async throws(ControlError) {
         let key = try key(name)
         let deleted = try await administering(name) { () throws(AdministrationError) in
             var deleted = 0
@@ -83,7 +84,7 @@ extension KeyManager {
     /// keeps its ID; a non-discoverable one gets a wrapped ID, which the
     /// answer carries. A large blob goes into the key's large-blob array
     /// under a fresh largeBlobKey.
-    func seedCredential(_ name: String, _ request: SeedCredentialRequest) async throws(ControlError)
+    func seedCredential(_ name: KeyName, _ request: SeedCredentialRequest) async throws(ControlError)
         -> CredentialDocument
     {
         let key = try key(name)

@@ -9,12 +9,13 @@
 
 import CTAP
 import Foundation
+import LatchkeyNames
 import Logging
 
 extension KeyManager {
     // MARK: Signals
 
-    func signalAcceptedCredentials(_ name: String, _ signal: AcceptedCredentialsSignal) async throws(ControlError)
+    func signalAcceptedCredentials(_ name: KeyName, _ signal: AcceptedCredentialsSignal) async throws(ControlError)
         -> SignalDocument
     {
         let key = try managed(name).key
@@ -32,7 +33,7 @@ extension KeyManager {
         return SignalDocument(outcome)
     }
 
-    func signalCurrentUserDetails(_ name: String, _ signal: CurrentUserDetailsSignal) async throws(ControlError)
+    func signalCurrentUserDetails(_ name: KeyName, _ signal: CurrentUserDetailsSignal) async throws(ControlError)
         -> SignalDocument
     {
         let key = try managed(name).key
@@ -49,7 +50,7 @@ extension KeyManager {
         return SignalDocument(outcome)
     }
 
-    func signalUnknownCredential(_ name: String, _ signal: UnknownCredentialSignal) async throws(ControlError)
+    func signalUnknownCredential(_ name: KeyName, _ signal: UnknownCredentialSignal) async throws(ControlError)
         -> SignalDocument
     {
         let key = try managed(name).key
@@ -77,7 +78,7 @@ extension KeyManager {
 
     /// The key's discoverable credentials as CXF JSON, unencrypted: the
     /// caller encrypts it or answers it only when plaintext was asked for.
-    func exportCXF(_ name: String) async throws(ControlError) -> (cxf: Data, count: Int) {
+    func exportCXF(_ name: KeyName) async throws(ControlError) -> (cxf: Data, count: Int) {
         let key = try managed(name).key
         let exported = try await administering(name) { () throws(AdministrationError) in
             try await key.authenticator.exportCredentials()
@@ -94,7 +95,7 @@ extension KeyManager {
     /// Imports the passkeys among `entries`; the rest, and passkeys the
     /// engine refuses, are reported as skipped. The report keeps the
     /// document's order.
-    func importCXF(_ name: String, _ entries: [CXFEntry]) async throws(ControlError) -> ImportReport {
+    func importCXF(_ name: KeyName, _ entries: [CXFEntry]) async throws(ControlError) -> ImportReport {
         let key = try managed(name).key
         var imported: [(Int, ImportReport.Imported)] = []
         var skipped: [(Int, ImportReport.Skipped)] = []

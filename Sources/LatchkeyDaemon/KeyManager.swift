@@ -4,6 +4,7 @@
 
 import CTAP
 import Foundation
+import LatchkeyNames
 import Logging
 
 /// Attaches a key to the daemon's transports.
@@ -40,8 +41,10 @@ actor KeyManager {
     private let logger: Logger
     /// Where the keys' events go (GET /v1/events).
     nonisolated let events: EventBus
-    private var keys: [String: Managed] = [:]
-    private var order: [String] = []
+    private var keys: [KeyName: Managed] = [:]
+    private var order: [KeyName] = []
+    /// Every path built from a key's name comes from here.
+    let state: StateDirectory
 
     init(
         configuration: DaemonConfiguration,
@@ -53,27 +56,38 @@ actor KeyManager {
     ) {
         self.events = events
         self.configuration = configuration
+        self.state = StateDirectory(root: configuration.stateDirectory)
         self.masterKey = masterKey
         self.board = board
         self.transports = transports
         self.logger = logger
     }
 
-    var keysDirectory: String { configuration.stateDirectory + "/keys" }
-
     /// Opens the configured keys and the ones created earlier through the API.
+    /// A directory in `keys/` whose name is not a key name, or whose
+    /// key.json names another key, is left alone and logged.
     func startAll() async throws {
         for key in configuration.keys {
             try await open(key, fromConfiguration: true)
         }
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: keysDirectory)) ?? []
-        for name in names.sorted() where keys[name] == nil {
-            let marker = "\(keysDirectory)/\(name)/key.json"
-            guard let data = FileManager.default.contents(atPath: marker),
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: state.keys)) ?? []
+        for entry in entries.sorted() {
+            guard let name = try? KeyName(entry) else {
+                logger.warning("ignoring a directory that is not a key name", metadata: ["entry": "\(entry.debugDescription)"])
+                continue
+            }
+            guard keys[name] == nil, let data = FileManager.default.contents(atPath: state.marker(of: name)),
                 let request = try? JSONDecoder().decode(CreateKeyRequest.self, from: data)
             else { continue }
+            guard request.name == name.rawValue else {
+                logger.warning("ignoring a key whose key.json names another key", metadata: ["key": "\(name)"])
+                continue
+            }
             do {
-                try await open(Self.keyConfiguration(request, defaultPresence: configuration.presence), fromConfiguration: false)
+                try await open(
+                    Self.keyConfiguration(request, name: name, defaultPresence: configuration.presence),
+                    fromConfiguration: false
+                )
             } catch {
                 logger.error("cannot open key created earlier", metadata: ["key": "\(name)", "error": "\(error)"])
             }
@@ -92,7 +106,7 @@ actor KeyManager {
     @discardableResult
     private func open(_ key: KeyConfiguration, fromConfiguration: Bool) async throws -> Managed {
         let virtualKey = try VirtualKey(
-            configuration: key, directory: "\(keysDirectory)/\(key.name)", masterKey: masterKey,
+            configuration: key, directory: try state.makeKeyDirectory(key.name), masterKey: masterKey,
             defaults: configuration, board: board, events: events, logger: logger
         )
         let attachment = await transports.attach(virtualKey)
@@ -103,8 +117,10 @@ actor KeyManager {
         return managed
     }
 
-    static func keyConfiguration(_ request: CreateKeyRequest, defaultPresence: PresenceMode) -> KeyConfiguration {
-        var key = KeyConfiguration(name: request.name)
+    static func keyConfiguration(_ request: CreateKeyRequest, name: KeyName, defaultPresence: PresenceMode)
+        -> KeyConfiguration
+    {
+        var key = KeyConfiguration(name: name)
         key.presence = request.presence ?? (request.isUserConsenting == false ? .deny : nil)
         key.uhid = request.uhid ?? true
         key.usbip = request.usbip ?? true
@@ -136,13 +152,13 @@ actor KeyManager {
         return result
     }
 
-    func document(named name: String) async throws(ControlError) -> KeyDocument {
+    func document(named name: KeyName) async throws(ControlError) -> KeyDocument {
         await document(try managed(name))
     }
 
     private func document(_ managed: Managed) async -> KeyDocument {
         KeyDocument(
-            name: managed.key.configuration.name,
+            name: managed.key.configuration.name.rawValue,
             aaguid: managed.key.aaguid.map { String(format: "%02x", $0) }.joined(),
             presence: managed.key.presence.current.mode.rawValue,
             credentials: (try? managed.key.store.credentialCount()) ?? 0,
@@ -153,10 +169,13 @@ actor KeyManager {
     }
 
     func create(_ request: CreateKeyRequest) async throws(ControlError) -> KeyDocument {
-        guard KeyConfiguration.isValidName(request.name) else {
-            throw .badRequest("key name must be 1-64 characters of letters, digits, '-', '_' or '.'")
+        let name: KeyName
+        do {
+            name = try KeyName(request.name)
+        } catch {
+            throw .badRequest("name: \(error)")
         }
-        guard keys[request.name] == nil else { throw .conflict("a key named \(request.name) exists") }
+        guard keys[name] == nil else { throw .conflict("a key named \(name) exists") }
         if let attestation = request.attestation, !["batch", "self", "none"].contains(attestation) {
             throw .badRequest("attestation must be batch, self or none")
         }
@@ -166,52 +185,57 @@ actor KeyManager {
         if let has = request.hasUserVerification, let named = request.policy?.userVerification, has != (named != .deny) {
             throw .badRequest("hasUserVerification \(has) contradicts the policy's userVerification \"\(named.rawValue)\"")
         }
-        let key = Self.keyConfiguration(request, defaultPresence: configuration.presence)
+        let key = Self.keyConfiguration(request, name: name, defaultPresence: configuration.presence)
         do throws(ConfigurationError) {
             try key.policy.applied(to: configuration.policy).validate(mode: key.presence ?? configuration.presence)
         } catch {
             throw .badRequest("policy: \(error.message)")
         }
-        let directory = "\(keysDirectory)/\(key.name)"
+        // A directory left by something else (not a key this daemon knows) is
+        // not adopted: a new key starts empty.
+        guard !state.exists(name) else {
+            throw .conflict("the state directory already holds a directory for \(name); remove it or choose another name")
+        }
         do {
-            try FileManager.default.createDirectory(
-                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700]
-            )
-            let marker = try JSONEncoder().encode(request)
-            guard FileManager.default.createFile(atPath: "\(directory)/key.json", contents: marker, attributes: [.posixPermissions: 0o600]) else {
-                throw ControlError.internalError("cannot write \(directory)/key.json")
-            }
+            _ = try state.makeKeyDirectory(name)
+            try state.writeMarker(try JSONEncoder().encode(request), of: name)
             let managed = try await open(key, fromConfiguration: false)
-            events.publish(.keyCreated, key: key.name, ["protocol": .string(key.protocolMode.rawValue)])
+            events.publish(.keyCreated, key: name.rawValue, ["protocol": .string(key.protocolMode.rawValue)])
             return await document(managed)
-        } catch let error as ControlError {
-            throw error
         } catch {
-            try? FileManager.default.removeItem(atPath: directory)
-            throw .internalError("cannot create key \(key.name): \(error)")
+            try? state.removeKeyDirectory(name)
+            throw .internalError("cannot create key \(name): \(error)")
         }
     }
 
     /// Removes a key created through the API, and erases its credentials.
-    func delete(_ name: String) async throws(ControlError) {
+    func delete(_ name: KeyName) async throws(ControlError) {
         let managed = try managed(name)
         guard !managed.fromConfiguration else {
             throw .conflict("key \(name) comes from the configuration file; remove it there")
         }
-        board.answerAll(key: name, .denied)
+        // Checked before anything changes: a directory that resolves outside
+        // the keys directory leaves the key as it was.
+        do {
+            _ = try state.contained(state.directory(of: name))
+        } catch {
+            logger.error("key directory refused", metadata: ["key": "\(name)", "error": "\(error)"])
+            throw .internalError("key \(name): its directory is not inside the state directory; nothing was deleted")
+        }
+        board.answerAll(key: name.rawValue, .denied)
         await managed.attachment.detach()
         keys[name] = nil
         order.removeAll { $0 == name }
         do {
-            try FileManager.default.removeItem(atPath: "\(keysDirectory)/\(name)")
+            try state.removeKeyDirectory(name)
         } catch {
             throw .internalError("key \(name) is detached but its directory could not be removed: \(error)")
         }
-        events.publish(.keyDeleted, key: name)
+        events.publish(.keyDeleted, key: name.rawValue)
         logger.info("key deleted", metadata: ["key": "\(name)"])
     }
 
-    func credentials(_ name: String) async throws(ControlError) -> [CredentialDocument] {
+    func credentials(_ name: KeyName) async throws(ControlError) -> [CredentialDocument] {
         let managed = try managed(name)
         let stored: [StoredCredential]
         do {
@@ -224,7 +248,7 @@ actor KeyManager {
         return documents
     }
 
-    func deleteCredential(_ name: String, id: String) async throws(ControlError) {
+    func deleteCredential(_ name: KeyName, id: String) async throws(ControlError) {
         let managed = try managed(name)
         guard let bytes = Base64URL.decode(id) else { throw .badRequest("credential id is not base64url") }
         // Through the engine: its key cache forgets the key and it emits
@@ -238,7 +262,7 @@ actor KeyManager {
 
     // MARK: PIN, configuration, reset (the engine's administration)
 
-    func pinStatus(_ name: String) async throws(ControlError) -> PINDocument {
+    func pinStatus(_ name: KeyName) async throws(ControlError) -> PINDocument {
         let managed = try managed(name)
         return try await administering(name) { () throws(AdministrationError) in
             PINDocument(try await managed.key.authenticator.pinStatus())
@@ -249,7 +273,7 @@ actor KeyManager {
     /// current one. PINs are normalized to NFC, as a platform does (CTAP 2.1
     /// §6.5.1), so that a PIN matches whether an input method composed its
     /// accented characters or not; they are never logged.
-    func updatePIN(_ name: String, _ request: PINRequest) async throws(ControlError) -> PINDocument {
+    func updatePIN(_ name: KeyName, _ request: PINRequest) async throws(ControlError) -> PINDocument {
         let managed = try managed(name)
         let authenticator = managed.key.authenticator
         let newPin = request.newPin.precomposedStringWithCanonicalMapping
@@ -259,7 +283,7 @@ actor KeyManager {
                 try await authenticator.changePIN(from: current, to: newPin)
             } catch {
                 logger.notice("PIN change refused", metadata: ["key": "\(name)", "reason": "\(error.code)"])
-                throw ControlError(error, key: name)
+                throw ControlError(error, key: name.rawValue)
             }
             logger.info("PIN changed", metadata: ["key": "\(name)"])
         } else {
@@ -269,7 +293,7 @@ actor KeyManager {
         return try await pinStatus(name)
     }
 
-    func updateUser(_ name: String, id: String, _ request: UserUpdateRequest) async throws(ControlError)
+    func updateUser(_ name: KeyName, id: String, _ request: UserUpdateRequest) async throws(ControlError)
         -> CredentialDocument
     {
         let managed = try managed(name)
@@ -285,7 +309,7 @@ actor KeyManager {
         return CredentialDocument(credential)
     }
 
-    func configuration(_ name: String) async throws(ControlError) -> ConfigDocument {
+    func configuration(_ name: KeyName) async throws(ControlError) -> ConfigDocument {
         let managed = try managed(name)
         let status = try await administering(name) { () throws(AdministrationError) in
             try await managed.key.authenticator.pinStatus()
@@ -301,7 +325,7 @@ actor KeyManager {
     /// Applies the minimum PIN length (with the forced change and the RP
     /// IDs) before alwaysUv: only the first can be refused, so a refusal
     /// changes nothing.
-    func updateConfiguration(_ name: String, _ request: ConfigDocument) async throws(ControlError) -> ConfigDocument {
+    func updateConfiguration(_ name: KeyName, _ request: ConfigDocument) async throws(ControlError) -> ConfigDocument {
         let authenticator = try managed(name).key.authenticator
         if request.forcePINChange == false {
             throw .badRequest("forcePINChange can only be set to true; changing the PIN clears it")
@@ -336,9 +360,9 @@ actor KeyManager {
     /// authenticatorReset without its window and touch: the socket's
     /// permissions already say who may. Requests waiting for presence are
     /// denied first, so that none completes into the erased store.
-    func reset(_ name: String) async throws(ControlError) -> KeyDocument {
+    func reset(_ name: KeyName) async throws(ControlError) -> KeyDocument {
         let managed = try managed(name)
-        board.answerAll(key: name, .denied)
+        board.answerAll(key: name.rawValue, .denied)
         try await administering(name) { () throws(AdministrationError) in
             try await managed.key.authenticator.administrativeReset()
         }
@@ -346,7 +370,7 @@ actor KeyManager {
         return await document(managed)
     }
 
-    func largeBlobs(_ name: String) async throws(ControlError) -> LargeBlobsDocument {
+    func largeBlobs(_ name: KeyName) async throws(ControlError) -> LargeBlobsDocument {
         let managed = try managed(name)
         let status = try await administering(name) { () throws(AdministrationError) in
             try await managed.key.authenticator.largeBlobStatus()
@@ -358,46 +382,45 @@ actor KeyManager {
     }
 
     func administering<T>(
-        _ name: String,
+        _ name: KeyName,
         _ body: () async throws(AdministrationError) -> T
     ) async throws(ControlError) -> T {
         do {
             return try await body()
         } catch {
-            throw ControlError(error, key: name)
+            throw ControlError(error, key: name.rawValue)
         }
     }
 
-    func presence(_ name: String) throws(ControlError) -> PresenceBroker {
+    func presence(_ name: KeyName) throws(ControlError) -> PresenceBroker {
         try managed(name).key.presence
     }
 
-    func replug(_ name: String) async throws(ControlError) {
+    func replug(_ name: KeyName) async throws(ControlError) {
         let managed = try managed(name)
-        board.answerAll(key: name, .cancelled)
+        board.answerAll(key: name.rawValue, .cancelled)
         await managed.key.authenticator.powerCycle()
         await managed.attachment.replug()
-        events.publish(.keyReplugged, key: name, ["reason": "control API"])
+        events.publish(.keyReplugged, key: name.rawValue, ["reason": "control API"])
         logger.info("key replugged", metadata: ["key": "\(name)"])
     }
 
     /// The key's running parts, for the automation endpoints.
-    func key(_ name: String) throws(ControlError) -> VirtualKey { try managed(name).key }
+    func key(_ name: KeyName) throws(ControlError) -> VirtualKey { try managed(name).key }
 
     /// Sets what the key's built-in user verification answers, and remembers
     /// it for a key created through the API.
-    func setUserVerified(_ name: String, _ value: Bool) throws(ControlError) -> UserVerifiedDocument {
+    func setUserVerified(_ name: KeyName, _ value: Bool) throws(ControlError) -> UserVerifiedDocument {
         let managed = try managed(name)
         managed.key.presence.isUserVerified = value
-        let marker = "\(keysDirectory)/\(name)/key.json"
-        if !managed.fromConfiguration, let data = FileManager.default.contents(atPath: marker),
+        if !managed.fromConfiguration, let data = FileManager.default.contents(atPath: state.marker(of: name)),
             var request = try? JSONDecoder().decode(CreateKeyRequest.self, from: data)
         {
             request.isUserVerified = value
-            if let updated = try? JSONEncoder().encode(request) {
-                _ = FileManager.default.createFile(
-                    atPath: marker, contents: updated, attributes: [.posixPermissions: 0o600]
-                )
+            do {
+                try state.writeMarker(try JSONEncoder().encode(request), of: name)
+            } catch {
+                logger.error("cannot remember isUserVerified", metadata: ["key": "\(name)", "error": "\(error)"])
             }
         }
         logger.info("isUserVerified set", metadata: ["key": "\(name)", "isUserVerified": "\(value)"])
@@ -408,13 +431,13 @@ actor KeyManager {
     func detachAll() async {
         for name in order.reversed() {
             if let managed = keys[name] {
-                board.answerAll(key: name, .denied)
+                board.answerAll(key: name.rawValue, .denied)
                 await managed.attachment.detach()
             }
         }
     }
 
-    func managed(_ name: String) throws(ControlError) -> Managed {
+    func managed(_ name: KeyName) throws(ControlError) -> Managed {
         guard let managed = keys[name] else { throw .notFound("no key named \(name)") }
         return managed
     }

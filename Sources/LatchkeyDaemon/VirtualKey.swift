@@ -60,7 +60,7 @@ public final class VirtualKey: Sendable {
         let identity = try Self.loadIdentity(store: store, aaguid: aaguid, logger: logger)
         let policy = configuration.policy.applied(to: defaults.policy)
         presence = PresenceBroker(
-            key: configuration.name, mode: configuration.presence ?? defaults.presence,
+            key: configuration.name.rawValue, mode: configuration.presence ?? defaults.presence,
             timeoutSeconds: defaults.presenceTimeoutSeconds, board: board, logger: logger,
             policy: policy, builtInUserVerification: policy.userVerification != .deny,
             overrides: overrides, eventBus: events
@@ -78,7 +78,7 @@ public final class VirtualKey: Sendable {
         )
         Self.applyFeatures(of: configuration, to: &engine)
         let signCounts = self.signCounts
-        let name = configuration.name
+        let name = configuration.name.rawValue
         let broker = presence
         authenticator = try Authenticator(
             configuration: engine,
@@ -193,7 +193,7 @@ public final class VirtualKey: Sendable {
     /// overrides that act, and `drop` to yank the key from that transport.
     func sessionHooks(drop: @escaping @Sendable () -> Void) -> SessionHooks {
         let events = self.events
-        let name = configuration.name
+        let name = configuration.name.rawValue
         let authenticator = self.authenticator
         return SessionHooks(
             overrides: overrides,

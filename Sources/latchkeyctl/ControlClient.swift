@@ -4,6 +4,7 @@
 
 import Foundation
 import Glibc
+import LatchkeyNames
 
 /// A successful (2xx) answer from the daemon.
 struct ControlResponse {
@@ -191,15 +192,15 @@ enum ControlPath {
     static let keys = "/v1/keys"
     static let pending = "/v1/presence/pending"
 
-    static func key(_ name: String) -> String { "/v1/keys/\(segment(name))" }
-    static func credentials(key: String) -> String { "\(Self.key(key))/credentials" }
-    static func credential(key: String, id: String) -> String { "\(credentials(key: key))/\(segment(id))" }
-    static func presence(key: String) -> String { "\(Self.key(key))/presence" }
-    static func credentialUser(key: String, id: String) -> String { "\(credential(key: key, id: id))/user" }
-    static func pin(key: String) -> String { "\(Self.key(key))/pin" }
-    static func config(key: String) -> String { "\(Self.key(key))/config" }
-    static func reset(key: String) -> String { "\(Self.key(key))/reset" }
-    static func largeBlobs(key: String) -> String { "\(Self.key(key))/large-blobs" }
+    static func key(_ name: KeyName) -> String { "/v1/keys/\(segment(name.rawValue))" }
+    static func credentials(key: KeyName) -> String { "\(Self.key(key))/credentials" }
+    static func credential(key: KeyName, id: String) -> String { "\(credentials(key: key))/\(segment(id))" }
+    static func presence(key: KeyName) -> String { "\(Self.key(key))/presence" }
+    static func credentialUser(key: KeyName, id: String) -> String { "\(credential(key: key, id: id))/user" }
+    static func pin(key: KeyName) -> String { "\(Self.key(key))/pin" }
+    static func config(key: KeyName) -> String { "\(Self.key(key))/config" }
+    static func reset(key: KeyName) -> String { "\(Self.key(key))/reset" }
+    static func largeBlobs(key: KeyName) -> String { "\(Self.key(key))/large-blobs" }
     static func decide(pending id: String, approve: Bool) -> String {
         "\(pending)/\(segment(id))/\(approve ? "approve" : "deny")"
     }

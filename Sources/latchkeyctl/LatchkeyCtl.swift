@@ -5,6 +5,7 @@
 import ArgumentParser
 import Foundation
 import Glibc
+import LatchkeyNames
 
 @main
 struct LatchkeyCtl: ParsableCommand {
@@ -141,8 +142,8 @@ enum PresenceMode: String, CaseIterable, ExpressibleByArgument {
 
 /// `--key NAME`, defaulting to the key named "default".
 struct KeyOption: ParsableArguments {
-    @Option(name: .shortAndLong, help: ArgumentHelp("The key's name.", valueName: "name"))
-    var key = "default"
+    @Option(name: .shortAndLong, help: ArgumentHelp("The key's name.", valueName: "name"), transform: KeyName.argument)
+    var key: KeyName = "default"
 }
 
 extension String {

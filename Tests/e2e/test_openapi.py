@@ -31,16 +31,15 @@ def test_every_operation_has_an_id_a_success_and_error_documents():
         item = spec["paths"][operation.path][operation.method.lower()]
         ids.append(item.get("operationId"))
         assert item.get("operationId"), f"{operation}: no operationId"
-        statuses = [int(s) for s in item["responses"]]
+        assert "default" in item["responses"], f"{operation}: no default (the HTTP layer's errors)"
+        statuses = [int(s) for s in item["responses"] if s != "default"]
         assert any(200 <= s < 300 for s in statuses), f"{operation}: no 2xx response"
-        for status in statuses:
-            if status >= 400:
-                found, _ = openapi_spec.response(operation, status)
-                if status == 413:  # the HTTP server's, before the route runs
-                    assert "content" not in found, f"{operation} 413 has no body"
-                    continue
-                schema = found["content"]["application/json"]["schema"]
-                assert schema == {"$ref": "#/components/schemas/Error"}, f"{operation} {status}: not the error document"
+        if "{" in operation.path:
+            assert 400 in statuses, f"{operation}: a bad path parameter is a 400"
+        for status in [s for s in statuses if s >= 400] + ["default"]:
+            found, _ = openapi_spec.response(operation, 599 if status == "default" else status)
+            schema = found["content"]["application/json"]["schema"]
+            assert schema == {"$ref": "#/components/schemas/Error"}, f"{operation} {status}: not the error document"
         assert ("requestBody" in item) == (413 in statuses), f"{operation}: 413 goes with a request body"
     assert len(ids) == len(set(ids)), "operationIds repeat"
 
@@ -133,16 +132,19 @@ def test_the_event_stream_example_holds_events():
         assert not list(openapi_spec.schema_validator("Event").iter_errors(event)), event
 
 
-def test_an_oversized_body_is_a_bare_413(control):
-    """The one documented error without the error document (ControlClient insists on one)."""
+def test_an_oversized_body_is_a_413_document_then_close(control):
+    """The HTTP layer's answers are error documents too; an oversized body's closes the connection."""
     operation = Operation("POST", "/v1/keys")
     documented, _ = openapi_spec.response(operation, 413)
-    assert "content" not in documented
+    assert documented["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}
     connection = UnixHTTPConnection(control.path, control.timeout)
     try:
         connection.request("POST", operation.path, body=json.dumps({"name": "x" * (64 * 1024)}).encode(),
                            headers={"Content-Type": "application/json"})
         response = connection.getresponse()
-        assert (response.status, response.read()) == (413, b"")
+        body = json.loads(response.read())
+        assert response.status == 413 and response.getheader("Connection") == "close"
+        assert body["error"]["code"] == "too_large", body
+        assert not list(openapi_spec.schema_validator("Error").iter_errors(body))
     finally:
         connection.close()

@@ -343,10 +343,22 @@ def test_keys_show_and_its_fields(binary, daemon):
     assert ctl(binary, daemon, "keys", "show", "default", "--json").json() == DEFAULT_KEY
 
 
-def test_keys_show_percent_encodes_the_name(binary, daemon):
-    daemon.route("GET", "/v1/keys/a%2Fb%20c", Reply(body=DEFAULT_KEY))
-    assert ctl(binary, daemon, "keys", "show", "a/b c").code == OK
-    assert daemon.only().path == "/v1/keys/a%2Fb%20c"
+KEY_NAME_GRAMMAR = "[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
+
+
+@pytest.mark.parametrize("args", [
+    ["keys", "show", "a/b c"], ["keys", "show", ".."], ["keys", "delete", ".."], ["keys", "delete", "."],
+    ["keys", "create", "../x"], ["keys", "replug", "%2e%2e"], ["keys", "user-verified", ".hidden"],
+    ["reset", "..", "--yes"], ["config", "a/b"], ["credentials", "list", "--key", ".."],
+    ["credentials", "delete", "AAAA", "--key", "x" * 65], ["presence", "show", "--key", ".."],
+    ["pending", "--key", "a/b"], ["events", "--key", ".."], ["export", "--key", "..", "--plaintext"],
+    ["policy", "show", "--key", ".."], ["overrides", "list", "--key", ".."], ["large-blob", "size", ".."],
+])
+def test_a_key_name_outside_the_grammar_is_refused_before_connecting(binary, daemon, args):
+    result = ctl(binary, daemon, *args)
+    assert result.code == USAGE, result
+    assert KEY_NAME_GRAMMAR in result.err, result.err
+    assert daemon.requests == []
 
 
 def test_keys_show_missing_key_exits_4(binary, daemon):

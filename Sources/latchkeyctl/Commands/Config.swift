@@ -2,6 +2,7 @@
 // the minimum PIN length, a forced PIN change), shown or set.
 
 import ArgumentParser
+import LatchkeyNames
 
 struct Config: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -29,8 +30,8 @@ struct Config: ParsableCommand {
 
     @OptionGroup var global: GlobalOptions
 
-    @Argument(help: ArgumentHelp("The key's name.", valueName: "key"))
-    var key: String
+    @Argument(help: ArgumentHelp("The key's name.", valueName: "key"), transform: KeyName.argument)
+    var key: KeyName
 
     @Option(help: ArgumentHelp("Require user verification for every operation.", valueName: "on|off"))
     var alwaysUv: Switch?
@@ -69,7 +70,7 @@ struct Config: ParsableCommand {
         }
         try global.show(response, as: ConfigInfo.self) { config in
             Table.fields([
-                ("key", key),
+                ("key", key.rawValue),
                 ("alwaysUv", config.alwaysUv.map { $0 ? "on" : "off" } ?? "-"),
                 ("minimum PIN length", config.minPINLength.map(String.init) ?? "-"),
                 ("force PIN change", config.forcePINChange.map { $0 ? "yes" : "no" } ?? "-"),

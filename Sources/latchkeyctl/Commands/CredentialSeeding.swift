@@ -4,6 +4,7 @@
 
 import ArgumentParser
 import Foundation
+import LatchkeyNames
 
 extension Credentials {
     struct Add: ParsableCommand {
@@ -26,8 +27,8 @@ extension Credentials {
 
         @OptionGroup var global: GlobalOptions
 
-        @Argument(help: "The key's name.")
-        var key: String
+        @Argument(help: "The key's name.", transform: KeyName.argument)
+        var key: KeyName
 
         @Option(help: ArgumentHelp("The relying party ID.", valueName: "rp-id"))
         var rpId: String
@@ -122,8 +123,8 @@ extension Credentials {
 
         @OptionGroup var global: GlobalOptions
 
-        @Argument(help: "The key's name.")
-        var key: String
+        @Argument(help: "The key's name.", transform: KeyName.argument)
+        var key: KeyName
 
         @Argument(help: "The credential ID (base64url).")
         var id: String

@@ -1,6 +1,7 @@
 // `latchkeyctl credentials list | delete`.
 
 import ArgumentParser
+import LatchkeyNames
 
 struct Credentials: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -69,8 +70,8 @@ struct Credentials: ParsableCommand {
 
         @OptionGroup var global: GlobalOptions
 
-        @Argument(help: ArgumentHelp("The key's name.", valueName: "key"))
-        var key: String
+        @Argument(help: ArgumentHelp("The key's name.", valueName: "key"), transform: KeyName.argument)
+        var key: KeyName
 
         @Argument(help: ArgumentHelp("The credential ID (base64url).", valueName: "credential-id"))
         var id: String

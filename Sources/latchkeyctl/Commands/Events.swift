@@ -7,6 +7,7 @@
 import ArgumentParser
 import Foundation
 import Glibc
+import LatchkeyNames
 import LatchkeySystem
 
 struct Events: ParsableCommand {
@@ -26,8 +27,8 @@ struct Events: ParsableCommand {
 
     @OptionGroup var global: GlobalOptions
 
-    @Option(name: .shortAndLong, help: ArgumentHelp("Only this key's events.", valueName: "name"))
-    var key: String?
+    @Option(name: .shortAndLong, help: ArgumentHelp("Only this key's events.", valueName: "name"), transform: KeyName.argument)
+    var key: KeyName?
 
     @Option(help: ArgumentHelp("Stop after this many events.", valueName: "n"))
     var count: Int?
@@ -37,7 +38,7 @@ struct Events: ParsableCommand {
     }
 
     func run() throws {
-        let path = "/v1/events" + (key.map { "?key=\(ControlPath.segment($0))" } ?? "")
+        let path = "/v1/events" + (key.map { "?key=\(ControlPath.segment($0.rawValue))" } ?? "")
         var printed = 0
         try EventStreamReader(client: global.client()).follow(path) { name, data in
             if global.json {

@@ -1,6 +1,7 @@
 // `latchkeyctl keys list | create | show | delete`.
 
 import ArgumentParser
+import LatchkeyNames
 
 struct Keys: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -66,8 +67,8 @@ struct Keys: ParsableCommand {
 
         @OptionGroup var global: GlobalOptions
 
-        @Argument(help: "The new key's name.")
-        var name: String
+        @Argument(help: "The new key's name.", transform: KeyName.argument)
+        var name: KeyName
 
         @Option(help: ArgumentHelp("How the key asks for user presence.", valueName: "mode"))
         var presence: PresenceMode?
@@ -109,14 +110,13 @@ struct Keys: ParsableCommand {
         var prf: Bool?
 
         func validate() throws {
-            guard !name.isEmpty else { throw ValidationError("The key name must not be empty.") }
             if let protocolName, !["ctap2.1", "u2f-only"].contains(protocolName) {
                 throw ValidationError("--protocol is ctap2.1 or u2f-only.")
             }
         }
 
         func run() throws {
-            var body = CreateKeyRequest(name: name, presence: presence?.rawValue, uhid: uhid, usbip: usbip)
+            var body = CreateKeyRequest(name: name.rawValue, presence: presence?.rawValue, uhid: uhid, usbip: usbip)
             body.protocol = protocolName
             body.hasResidentKey = residentKeys
             body.hasUserVerification = userVerification
@@ -144,8 +144,8 @@ struct Keys: ParsableCommand {
 
         @OptionGroup var global: GlobalOptions
 
-        @Argument(help: "The key's name.")
-        var name: String
+        @Argument(help: "The key's name.", transform: KeyName.argument)
+        var name: KeyName
 
         func run() throws {
             let response = try global.client().get(ControlPath.key(name))
@@ -168,8 +168,8 @@ struct Keys: ParsableCommand {
 
         @OptionGroup var global: GlobalOptions
 
-        @Argument(help: "The key's name.")
-        var name: String
+        @Argument(help: "The key's name.", transform: KeyName.argument)
+        var name: KeyName
 
         func run() throws {
             let response = try global.client().post(ControlPath.key(name) + "/replug")
@@ -188,8 +188,8 @@ struct Keys: ParsableCommand {
 
         @OptionGroup var global: GlobalOptions
 
-        @Argument(help: "The key's name.")
-        var name: String
+        @Argument(help: "The key's name.", transform: KeyName.argument)
+        var name: KeyName
 
         func run() throws {
             _ = try global.client().delete(ControlPath.key(name))

@@ -2,6 +2,7 @@
 // (authenticatorLargeBlobs) is used.
 
 import ArgumentParser
+import LatchkeyNames
 
 struct LargeBlob: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -34,15 +35,15 @@ struct LargeBlob: ParsableCommand {
 
         @OptionGroup var global: GlobalOptions
 
-        @Argument(help: ArgumentHelp("The key's name.", valueName: "key"))
-        var key: String
+        @Argument(help: ArgumentHelp("The key's name.", valueName: "key"), transform: KeyName.argument)
+        var key: KeyName
 
         func run() throws {
             let response = try global.client().get(ControlPath.largeBlobs(key: key))
             try global.show(response, as: LargeBlobsInfo.self) { blobs in
                 let used = blobs.serializedSize <= 17 ? " (empty)" : ""
                 return Table.fields([
-                    ("key", key),
+                    ("key", key.rawValue),
                     ("size", "\(blobs.serializedSize) bytes\(used)"),
                     ("limit", "\(blobs.maxSerializedLargeBlobArray) bytes"),
                 ])

@@ -3,6 +3,7 @@
 // input with --pin-stdin; never from the command line.
 
 import ArgumentParser
+import LatchkeyNames
 
 struct Pin: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -63,12 +64,12 @@ struct Pin: ParsableCommand {
 
         @OptionGroup var global: GlobalOptions
 
-        @Argument(help: ArgumentHelp("The key's name.", valueName: "key"))
-        var key = "default"
+        @Argument(help: ArgumentHelp("The key's name.", valueName: "key"), transform: KeyName.argument)
+        var key: KeyName = "default"
 
         func run() throws {
             let response = try global.client().get(ControlPath.pin(key: key))
-            try global.show(response, as: PINInfo.self) { Pin.render($0, key: key) }
+            try global.show(response, as: PINInfo.self) { Pin.render($0, key: key.rawValue) }
         }
     }
 
@@ -132,8 +133,8 @@ struct Pin: ParsableCommand {
 /// Which key's PIN, and where PINs come from: the terminal, or standard
 /// input with --pin-stdin.
 struct PINInput: ParsableArguments {
-    @Argument(help: ArgumentHelp("The key's name.", valueName: "key"))
-    var key = "default"
+    @Argument(help: ArgumentHelp("The key's name.", valueName: "key"), transform: KeyName.argument)
+    var key: KeyName = "default"
 
     @Flag(help: "Read the PIN(s) from standard input, one a line, instead of the terminal.")
     var pinStdin = false

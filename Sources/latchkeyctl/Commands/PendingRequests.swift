@@ -3,14 +3,16 @@
 
 import ArgumentParser
 import Foundation
+import LatchkeyNames
 
 /// Options shared by `pending`, `approve` and `deny`.
 struct PendingOptions: ParsableArguments {
     @Option(
         name: .shortAndLong,
-        help: ArgumentHelp("Only consider requests for this key.", valueName: "name")
+        help: ArgumentHelp("Only consider requests for this key.", valueName: "name"),
+        transform: KeyName.argument
     )
-    var key: String?
+    var key: KeyName?
 
     @Option(
         help: ArgumentHelp(
@@ -40,7 +42,7 @@ struct PendingOptions: ParsableArguments {
         let deadline = Date(timeIntervalSinceNow: wait ?? 0)
         while true {
             let response = try client.get(ControlPath.pending)
-            let requests = try response.decode([PendingRequest].self).filter { key == nil || $0.key == key }
+            let requests = try response.decode([PendingRequest].self).filter { key == nil || $0.key == key?.rawValue }
             if isDone(requests) { return (requests, response, true) }
             guard wait != nil, Date() < deadline else { return (requests, response, false) }
             Thread.sleep(forTimeInterval: min(Self.pollInterval, max(0, deadline.timeIntervalSinceNow)))
@@ -81,7 +83,7 @@ struct Pending: ParsableCommand {
         if global.json {
             if let key = options.key {
                 // Only the requests for --key; re-encoded, so keys come sorted.
-                print(try Self.filteredJSON(response, key: key))
+                print(try Self.filteredJSON(response, key: key.rawValue))
             } else {
                 print(try JSONOutput.pretty(response.body, request: response.request))
             }

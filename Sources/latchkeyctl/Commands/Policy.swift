@@ -4,6 +4,7 @@
 
 import ArgumentParser
 import Foundation
+import LatchkeyNames
 
 /// `GET /v1/keys/{name}/policy`.
 struct PolicyInfo: Decodable {
@@ -67,8 +68,8 @@ struct PasswordUsedInfo: Decodable {
 }
 
 extension ControlPath {
-    static func policy(key: String) -> String { "\(Self.key(key))/policy" }
-    static func decisions(key: String, limit: Int) -> String { "\(policy(key: key))/decisions?limit=\(limit)" }
+    static func policy(key: KeyName) -> String { "\(Self.key(key))/policy" }
+    static func decisions(key: KeyName, limit: Int) -> String { "\(policy(key: key))/decisions?limit=\(limit)" }
 }
 
 extension Switch {
@@ -132,7 +133,7 @@ struct Policy: ParsableCommand {
 
         func run() throws {
             let response = try global.client().get(ControlPath.policy(key: key.key))
-            try global.show(response, as: PolicyInfo.self) { Policy.render($0, key: key.key) }
+            try global.show(response, as: PolicyInfo.self) { Policy.render($0, key: key.key.rawValue) }
         }
     }
 
@@ -207,7 +208,7 @@ struct Policy: ParsableCommand {
 
         func run() throws {
             let response = try global.client().put(ControlPath.policy(key: key.key), json: update)
-            try global.show(response, as: PolicyInfo.self) { Policy.render($0, key: key.key) }
+            try global.show(response, as: PolicyInfo.self) { Policy.render($0, key: key.key.rawValue) }
         }
     }
 

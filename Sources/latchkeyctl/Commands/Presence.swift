@@ -41,7 +41,7 @@ struct Presence: ParsableCommand {
 
         func run() throws {
             let response = try global.client().get(ControlPath.presence(key: key.key))
-            try global.show(response, as: PresenceSettings.self) { Presence.render($0, key: key.key) }
+            try global.show(response, as: PresenceSettings.self) { Presence.render($0, key: key.key.rawValue) }
         }
     }
 
@@ -80,7 +80,7 @@ struct Presence: ParsableCommand {
         func run() throws {
             let update = PresenceUpdate(mode: mode?.rawValue, timeoutSeconds: timeout)
             let response = try global.client().put(ControlPath.presence(key: key.key), json: update)
-            try global.show(response, as: PresenceSettings.self) { Presence.render($0, key: key.key) }
+            try global.show(response, as: PresenceSettings.self) { Presence.render($0, key: key.key.rawValue) }
         }
     }
 }

@@ -2,6 +2,7 @@
 // confirmation in place of the touch a hardware key would want.
 
 import ArgumentParser
+import LatchkeyNames
 
 struct Reset: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -27,8 +28,8 @@ struct Reset: ParsableCommand {
 
     @OptionGroup var global: GlobalOptions
 
-    @Argument(help: ArgumentHelp("The key's name.", valueName: "key"))
-    var key: String
+    @Argument(help: ArgumentHelp("The key's name.", valueName: "key"), transform: KeyName.argument)
+    var key: KeyName
 
     @Flag(name: .shortAndLong, help: "Reset without asking.")
     var yes = false

@@ -3,6 +3,7 @@
 // test rig instead of by a browser.
 
 import ArgumentParser
+import LatchkeyNames
 
 struct Signal: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -197,7 +198,7 @@ struct SignalResult: Decodable {
 }
 
 extension ControlPath {
-    static func signal(key: String, _ signal: String) -> String { "\(Self.key(key))/signals/\(signal)" }
-    static func export(key: String) -> String { "\(Self.key(key))/export" }
-    static func importing(key: String) -> String { "\(Self.key(key))/import" }
+    static func signal(key: KeyName, _ signal: String) -> String { "\(Self.key(key))/signals/\(signal)" }
+    static func export(key: KeyName) -> String { "\(Self.key(key))/export" }
+    static func importing(key: KeyName) -> String { "\(Self.key(key))/import" }
 }

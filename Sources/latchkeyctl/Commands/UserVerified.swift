@@ -2,6 +2,7 @@
 // verification answers (WebDriver's Set User Verified).
 
 import ArgumentParser
+import LatchkeyNames
 
 extension Keys {
     struct UserVerified: ParsableCommand {
@@ -25,8 +26,8 @@ extension Keys {
 
         @OptionGroup var global: GlobalOptions
 
-        @Argument(help: "The key's name.")
-        var name: String
+        @Argument(help: "The key's name.", transform: KeyName.argument)
+        var name: KeyName
 
         @Argument(help: "on or off; left out, the current answer is shown.")
         var answer: Answer?

@@ -7,6 +7,7 @@
 import ArgumentParser
 import Foundation
 import Glibc
+import LatchkeyNames
 
 struct Watch: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -24,8 +25,8 @@ struct Watch: ParsableCommand {
 
     @OptionGroup var global: GlobalOptions
 
-    @Option(name: .shortAndLong, help: ArgumentHelp("Only requests for this key.", valueName: "name"))
-    var key: String?
+    @Option(name: .shortAndLong, help: ArgumentHelp("Only requests for this key.", valueName: "name"), transform: KeyName.argument)
+    var key: KeyName?
 
     @Option(help: ArgumentHelp("How often to ask the daemon for new requests.", valueName: "seconds"))
     var interval: Double = 0.2
@@ -55,7 +56,7 @@ struct Watch: ParsableCommand {
         var finished = Set<String>()
         while !WatchSignals.stopped {
             let pending = try client.get(ControlPath.pending).decode([PendingRequest].self)
-                .filter { key == nil || $0.key == key }
+                .filter { key == nil || $0.key == key?.rawValue }
             if let shown = current, !pending.contains(where: { $0.id == shown.id }) {
                 say("\n\(shown.id) is gone: answered elsewhere, timed out or withdrawn by the host.")
                 finished.insert(shown.id)
