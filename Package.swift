@@ -1,7 +1,7 @@
 // swift-tools-version:6.1
 // latchkey: a virtual FIDO2 security key for Linux.
 //
-// Layering (see DESIGN.md): CBOR, CTAPHID and CTAP are protocol targets that do
+// Layering (see docs/ARCHITECTURE.md): CBOR, CTAPHID and CTAP are protocol targets that do
 // no I/O; LatchkeyCrypto wraps OpenSSL libcrypto; LatchkeyStore owns the SQLite
 // credential store. Fuzzers and benchmarks are sibling packages (Fuzz/,
 // Benchmarks/) so this build stays lean.

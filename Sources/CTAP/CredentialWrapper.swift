@@ -1,6 +1,6 @@
 // Non-discoverable credential IDs: the private key sealed with AES-256-GCM
 // under the key's wrapping secret and bound to the rpIdHash through the AAD
-// (DESIGN.md, "Discoverable credentials live in the store"). Nothing is stored
+// (only discoverable credentials live in the store). Nothing is stored
 // for such a credential; a reset replaces the secret, which invalidates them.
 //
 // Layouts (version byte first, then nonce (12), then the sealed fields, then

@@ -1,5 +1,5 @@
-// What the authenticator gets from its surroundings (STYLE.md: the environment
-// is injected): randomness, a monotonic clock and user presence. Each comes
+// What the authenticator gets from its surroundings (docs/ARCHITECTURE.md: the
+// environment is injected): randomness, a monotonic clock and user presence. Each comes
 // with an implementation for tests and fuzzers that is fully deterministic.
 
 import LatchkeyCrypto

@@ -1,5 +1,5 @@
-// The one boundary where local errors become wire statuses (STYLE.md: one
-// mapping per layer). Internal detail stays in the error for the log; the host
+// The one boundary where local errors become wire statuses (docs/CONTRIBUTING.md:
+// one mapping per layer). Internal detail stays in the error for the log; the host
 // sees only the status.
 
 import CBOR

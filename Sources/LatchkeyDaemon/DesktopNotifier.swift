@@ -1,6 +1,6 @@
 // Desktop notifications for prompts: org.freedesktop.Notifications on the
 // session bus, spoken through `gdbus` subprocesses rather than a D-Bus
-// library (DESIGN.md: dependencies are chosen; gdbus ships with GLib on
+// library (docs/CONTRIBUTING.md: dependencies are chosen; gdbus ships with GLib on
 // every desktop that has a notification server). A prompt shows a
 // notification with Allow and Deny actions; a `gdbus monitor` child reports
 // ActionInvoked and NotificationClosed; a request that ends another way

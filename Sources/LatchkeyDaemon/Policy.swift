@@ -2,7 +2,7 @@
 // request, the key's presence mode, a few facts about the key and the time,
 // it decides whether to grant at once, refuse at once or ask a person, and
 // says why. It owns the password-used signals (conditional registration,
-// DESIGN.md "Policy") and the per-rp rate limit. No I/O and no clock of its
+// README "Consent policy") and the per-rp rate limit. No I/O and no clock of its
 // own, so every rule is unit-tested with an injected time; the
 // `PresenceBroker` gathers the facts and performs the decision.
 
@@ -10,7 +10,7 @@ import CTAP
 
 /// Whether built-in user verification may be granted for a key without
 /// asking the engine for a PIN (Chromium demands UV for a discoverable
-/// create; DESIGN.md: granted by policy in CI, never silently for a person).
+/// create: granted by policy in CI, never silently for a person).
 public enum UserVerificationPolicy: String, Sendable, Codable, CaseIterable {
     /// Never: a request asking for built-in UV gets presence only.
     case deny

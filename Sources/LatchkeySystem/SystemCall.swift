@@ -1,7 +1,7 @@
 // The one wrapper every latchkey target uses for a raw system call: retry on
 // EINTR, and turn -1 into an error that names the call and its errno. Each
 // target maps `SystemCallError` into its own error type at its boundary
-// (STYLE.md: one mapping per layer). Model: swift-nio `NIOPosix/System.swift`.
+// (docs/CONTRIBUTING.md: one mapping per layer). Model: swift-nio `NIOPosix/System.swift`.
 
 import Glibc
 
