@@ -1,6 +1,6 @@
 #!/bin/bash
 # Runs INSIDE the rig guest, as root (scripts/kernel-tests.sh starts it through
-# ../shared/rig/run.sh): the real latchkeyd against a real Linux kernel's uhid,
+# Tests/rig/run.sh): the real latchkeyd against a real Linux kernel's uhid,
 # hidraw and vhci-hcd, with real FIDO clients.
 #
 #   guest-checks.sh --bin DIR [--suite base|chromium] [--only GROUPS] [--artifacts DIR]
