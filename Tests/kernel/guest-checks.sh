@@ -13,9 +13,10 @@
 #                     python-fido2 (Fido2Client + Fido2Server, Ctap1/U2F), then
 #                     CTAP 2.1 with a PIN (ctap21_checks.py: fido2-token -I/-S/-C/
 #                     -L -r/-L -k/-D, ssh-keygen -t ed25519-sk -O resident and -K),
-#                     and CI overrides on uhid (deny, drop-connection)
+#                     CI overrides on uhid (deny, drop-connection), and two CTAPHID
+#                     channels interleaving on one key (two_channels.py, when present)
 #   --only GROUPS     base suite: run only these groups of checks ("tools python
-#                     faults ctap21"; default all), for iterating on one of them. The
+#                     channels faults ctap21"; default all), for iterating. The
 #                     daemons' start and stop checks always run.
 #   --suite chromium  (chromium image) headless Chromium through chromedriver:
 #                     create() then get() on the uhid key, then on the USB/IP key
@@ -302,6 +303,28 @@ ctap21_checks() {
     note "CTAP 2.1 checks took $(since "$t")"
 }
 
+# channel_checks DEV: two CTAPHID channels on one key through the kernel's hidraw,
+# interleaving getAssertion/getNextAssertion and credentialManagement enumerations: no
+# channel is ever answered with the other's data (two_channels.py: PASS/FAIL lines like
+# the other helpers, or just its exit status). Noted, not failed, while the file is absent.
+channel_checks() {
+    local t rc out=$WORK/$LABEL-channels
+    if [ ! -f "$HERE/two_channels.py" ]; then
+        note "$LABEL: no Tests/kernel/two_channels.py: the two-channel checks did not run"
+        return
+    fi
+    t=$(now)
+    (cd "$HERE" && timeout 600 python3 two_channels.py --device "$1" --label "$LABEL") > "$out.out" 2> "$out.err"
+    rc=$?
+    collect < "$out.out"
+    if [ "$rc" != 0 ]; then
+        fail "$LABEL: two_channels.py --device $1 exits 0 (exit $rc, $(since "$t"))"
+        indent "$out.err" | tail -n 60
+    elif ! grep -qE '^(PASS|FAIL)'$'\t' "$out.out"; then
+        pass "$LABEL: two_channels.py --device $1: no channel got the other's data ($(since "$t"))"
+    fi
+}
+
 # fault_checks DEV NODE_VAR: CI overrides against the real kernel's uhid (latchkeyctl
 # overrides add): a denied makeCredential fails fido2-cred and the next one works; a
 # drop-connection on makeCredential destroys the uhid device and creates it again
@@ -386,6 +409,7 @@ suite_base() {
     if [ -n "$UHID_NODE" ]; then
         want tools && fido2_tool_checks "$UHID_NODE" "$UHID_AAGUID"
         want python && python_checks "$UHID_NODE" "$UHID_AAGUID"
+        want channels && channel_checks "$UHID_NODE"
         if want tools && want python; then
             if ctl --json credentials list --key default > "$WORK/creds.json" 2>&1 \
                 && [ "$(json "$WORK/creds.json" "$CREDS")" -ge 2 ]; then
@@ -406,6 +430,7 @@ suite_base() {
     if [ -n "$USBIP_NODE" ]; then
         want tools && fido2_tool_checks "$USBIP_NODE" "$USBIP_AAGUID"
         want python && python_checks "$USBIP_NODE" "$USBIP_AAGUID"
+        want channels && channel_checks "$USBIP_NODE"
         want ctap21 && ctap21_checks "$USBIP_NODE"
     fi
     usbip_stop
