@@ -13,8 +13,9 @@
 #                     python-fido2 (Fido2Client + Fido2Server, Ctap1/U2F), then
 #                     CTAP 2.1 with a PIN (ctap21_checks.py: fido2-token -I/-S/-C/
 #                     -L -r/-L -k/-D, ssh-keygen -t ed25519-sk -O resident and -K),
-#                     CI overrides on uhid (deny, drop-connection), and two CTAPHID
-#                     channels interleaving on one key (two_channels.py, when present)
+#                     CI overrides on uhid (deny, drop-connection), and, last, two
+#                     CTAPHID channels interleaving on one key (two_channels.py, when
+#                     present)
 #   --only GROUPS     base suite: run only these groups of checks ("tools python
 #                     channels faults ctap21"; default all), for iterating. The
 #                     daemons' start and stop checks always run.
@@ -305,23 +306,30 @@ ctap21_checks() {
 
 # channel_checks DEV: two CTAPHID channels on one key through the kernel's hidraw,
 # interleaving getAssertion/getNextAssertion and credentialManagement enumerations: no
-# channel is ever answered with the other's data (two_channels.py: PASS/FAIL lines like
-# the other helpers, or just its exit status). Noted, not failed, while the file is absent.
+# channel is ever answered with the other's data (two_channels.py, from the conformance
+# work: exit status 0, or PASS/FAIL lines like the other helpers). It needs a PIN and
+# sets one on a key without: it runs after ctap21_checks, with the PIN those leave.
+# Noted, not failed, while the file is absent.
 channel_checks() {
-    local t rc out=$WORK/$LABEL-channels
+    local t rc out=$WORK/$LABEL-channels pin=()
     if [ ! -f "$HERE/two_channels.py" ]; then
         note "$LABEL: no Tests/kernel/two_channels.py: the two-channel checks did not run"
         return
     fi
     t=$(now)
-    (cd "$HERE" && timeout 600 python3 two_channels.py --device "$1" --label "$LABEL") > "$out.out" 2> "$out.err"
+    if want ctap21; then
+        pin=(--pin "$(cd "$HERE" && python3 -c 'from ctap21_checks import NEW_PIN; print(NEW_PIN)')")
+    fi
+    (cd "$HERE" && timeout 900 python3 two_channels.py "$1" "${pin[@]}") > "$out.out" 2> "$out.err"
     rc=$?
     collect < "$out.out"
     if [ "$rc" != 0 ]; then
-        fail "$LABEL: two_channels.py --device $1 exits 0 (exit $rc, $(since "$t"))"
+        fail "$LABEL: two_channels.py $1: no channel got another channel's data (exit $rc, $(since "$t"))"
+        indent "$out.out" | tail -n 60
         indent "$out.err" | tail -n 60
     elif ! grep -qE '^(PASS|FAIL)'$'\t' "$out.out"; then
-        pass "$LABEL: two_channels.py --device $1: no channel got the other's data ($(since "$t"))"
+        pass "$LABEL: two_channels.py $1: no channel got another channel's data" \
+            "($(sed -n 's/^two_channels: \([0-9].*checked\)$/\1/p' "$out.out"); $(since "$t"))"
     fi
 }
 
@@ -409,7 +417,6 @@ suite_base() {
     if [ -n "$UHID_NODE" ]; then
         want tools && fido2_tool_checks "$UHID_NODE" "$UHID_AAGUID"
         want python && python_checks "$UHID_NODE" "$UHID_AAGUID"
-        want channels && channel_checks "$UHID_NODE"
         if want tools && want python; then
             if ctl --json credentials list --key default > "$WORK/creds.json" 2>&1 \
                 && [ "$(json "$WORK/creds.json" "$CREDS")" -ge 2 ]; then
@@ -420,8 +427,9 @@ suite_base() {
             fi
         fi
         want faults && fault_checks "$UHID_NODE" UHID_NODE
-        # last: it sets a PIN, which the checks above do without
+        # last: they set a PIN, which the checks above do without
         want ctap21 && ctap21_checks "$UHID_NODE"
+        want channels && channel_checks "$UHID_NODE"
     fi
     stop_daemon "$UHID_NODE"
     log_problems
@@ -430,8 +438,8 @@ suite_base() {
     if [ -n "$USBIP_NODE" ]; then
         want tools && fido2_tool_checks "$USBIP_NODE" "$USBIP_AAGUID"
         want python && python_checks "$USBIP_NODE" "$USBIP_AAGUID"
-        want channels && channel_checks "$USBIP_NODE"
         want ctap21 && ctap21_checks "$USBIP_NODE"
+        want channels && channel_checks "$USBIP_NODE"
     fi
     usbip_stop
 }
