@@ -4,7 +4,8 @@
 #
 #   scripts/test.sh                  # everything below, in this order:
 #     deps (apt, pip) -> swift build + swift test -> pytest (latchkeyctl, the
-#     daemon end to end over USB/IP) -> systemd unit checks -> the real-kernel
+#     daemon end to end over USB/IP) -> Yubico's device suite over USB/IP
+#     (scripts/device-suite.sh) -> systemd unit checks -> the real-kernel
 #     tests in the VM rig (scripts/kernel-tests.sh) -> a short fuzz replay
 #   LATCHKEY_SKIP_DEPS=1 ...         # skip the apt/pip step (offline, already set up)
 #   LATCHKEY_SKIP_KERNEL_TESTS=1 ... # skip the VM rig (Tests/rig; building its images needs root)
@@ -59,6 +60,9 @@ swift test --skip-build
 bin="$(swift build --show-bin-path)"
 log "pytest: latchkeyctl against a fake daemon, latchkeyd end to end over USB/IP"
 LATCHKEYD="$bin/latchkeyd" LATCHKEYCTL="$bin/latchkeyctl" python3 -m pytest -q Tests/latchkeyctl Tests/e2e
+
+log "device suite: Yubico's tests/device (python-fido2 $(sed -n 's/^version=//p' scripts/device-suite.sh)) against latchkeyd over USB/IP"
+LATCHKEYD="$bin/latchkeyd" scripts/device-suite.sh
 
 if command -v systemd-analyze >/dev/null; then
     log "systemd unit: systemd-analyze verify and security"

@@ -100,8 +100,15 @@ extension Authenticator {
 
     /// §6.5.5.2: pinRetries, and powerCycleState (true after three consecutive
     /// mismatches). pinUvAuthProtocol is not needed and not checked.
+    ///
+    /// A key without a PIN has no retries to count: CTAP2_ERR_PIN_NOT_SET.
+    /// The spec has no step for it, the status exists for exactly this case
+    /// ("no PIN has been set"), and YubiKeys and Yubico's device suite
+    /// (python-fido2 `tests/device/test_clientpin.py`) expect it; platforms
+    /// read getInfo's clientPin first and ask only when it is true.
     private func getPINRetries() throws(CTAPStatus) -> ClientPINResponse {
-        ClientPINResponse(
+        guard try storedPIN() != nil else { throw .pinNotSet }
+        return ClientPINResponse(
             pinRetries: try pinRetries(),
             powerCycleState: pinUvAuth.consecutiveMismatches >= PINSecret.maxConsecutiveMismatches
         )

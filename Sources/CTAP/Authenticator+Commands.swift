@@ -225,7 +225,7 @@ extension Authenticator {
 
     // MARK: - authenticatorGetAssertion (CTAP 2.1 §6.2.2)
 
-    func getAssertion(_ cbor: CBORValue) async throws(CTAPStatus) -> GetAssertionResponse {
+    func getAssertion(_ cbor: CBORValue, from origin: RequestOrigin) async throws(CTAPStatus) -> GetAssertionResponse {
         let request = try reading { () throws(CBORError) in try GetAssertionRequest(cbor: cbor) }
         guard request.clientDataHash.count == 32 else { throw .invalidLength }
 
@@ -328,13 +328,16 @@ extension Authenticator {
             pinUvAuth.token.clearAfterUserPresence()
         }
 
+        // An allowList names the account, so it is the single-account case
+        // however many credentials it lists; without one, every discoverable
+        // credential found is an account the platform chooses among.
         var response = try assertion(
             for: credential, rpIdHash: rpIdHash, flags: flags, extensions: extensions,
-            clientDataHash: request.clientDataHash, rpId: request.rpId
+            clientDataHash: request.clientDataHash, multipleAccounts: !others.isEmpty, rpId: request.rpId
         )
         if !others.isEmpty {
             response.numberOfCredentials = others.count + 1
-            pendingAssertions = PendingAssertions(
+            conversations[origin].assertions = PendingAssertions(
                 remaining: others, clientDataHash: request.clientDataHash, rpIdHash: rpIdHash, flags: flags,
                 extensions: extensions, lastAt: clock.milliseconds
             )
@@ -344,35 +347,41 @@ extension Authenticator {
 
     // MARK: - authenticatorGetNextAssertion (CTAP 2.1 §6.3)
 
-    func getNextAssertion() throws(CTAPStatus) -> GetAssertionResponse {
-        guard var pending = pendingAssertions, !pending.remaining.isEmpty else { throw .notAllowed }
+    /// The next assertion of the sequence `origin` began; any other origin's
+    /// sequence is not this one's to continue (CTAP2_ERR_NOT_ALLOWED, as
+    /// with no sequence at all).
+    func getNextAssertion(from origin: RequestOrigin) throws(CTAPStatus) -> GetAssertionResponse {
+        guard var pending = conversations[origin].assertions, !pending.remaining.isEmpty else { throw .notAllowed }
         let now = clock.milliseconds
         guard now - pending.lastAt <= configuration.getNextAssertionWindowMilliseconds else {
-            pendingAssertions = nil
+            conversations[origin].assertions = nil
             throw .notAllowed
         }
         let next = pending.remaining.removeFirst()
         pending.lastAt = now
-        pendingAssertions = pending.remaining.isEmpty ? nil : pending
+        conversations[origin].assertions = pending.remaining.isEmpty ? nil : pending
         // The credential may have been deleted meanwhile (control API): then
         // the sequence is over.
         guard let credential = try findCredential(id: next.id, rpIdHash: pending.rpIdHash) else {
-            pendingAssertions = nil
+            conversations[origin].assertions = nil
             throw .notAllowed
         }
         return try assertion(
             for: credential, rpIdHash: pending.rpIdHash, flags: pending.flags, extensions: pending.extensions,
-            clientDataHash: pending.clientDataHash
+            clientDataHash: pending.clientDataHash, multipleAccounts: true
         )
     }
 
-    /// Signs one assertion with a fresh counter value.
+    /// Signs one assertion with a fresh counter value. `multipleAccounts`:
+    /// the assertion is one of a sequence of several discoverable credentials
+    /// (numberOfCredentials > 1).
     private func assertion(
         for credential: FoundCredential,
         rpIdHash: [UInt8],
         flags: AuthenticatorDataFlags,
         extensions: AssertionExtensionRequest,
         clientDataHash: [UInt8],
+        multipleAccounts: Bool,
         rpId: String? = nil
     ) throws(CTAPStatus) -> GetAssertionResponse {
         let outputs = try assertionExtensionOutputs(
@@ -393,11 +402,17 @@ extension Authenticator {
                 .credentialAsserted, rpId: rpId, signCount: signCount, userVerified: flags.contains(.userVerified)
             )
         )
-        // Without user verification only the user handle identifies the account
-        // (§6.2.2: no user-identifiable information unless the user was verified).
+        // §6.2.2, member `user`: for a single account the key returns only
+        // the user handle, which is what reaches the relying party. For
+        // several accounts a key without a display (latchkey lets nobody pick
+        // an account on the key, so `userSelected` is never sent) adds name
+        // and displayName for the platform's account chooser, but only after
+        // user verification: no user-identifiable information otherwise. A
+        // platform given names for a single account shows a chooser of one
+        // (Chromium stops there).
         let user = credential.stored.map {
             UserEntity(id: $0.userId, name: $0.userName, displayName: $0.userDisplayName)
-                .cbor(identifying: flags.contains(.userVerified))
+                .cbor(identifying: multipleAccounts && flags.contains(.userVerified))
         }
         return GetAssertionResponse(
             credential: CredentialDescriptor(id: credential.id), authData: authData, signature: signature, user: user,
@@ -470,9 +485,7 @@ extension Authenticator {
             return try Self.loadWrapper(store: store, entropy: entropy)
         }
         keyCache.removeAll()
-        pendingAssertions = nil
-        credentialManagementEnumeration = nil
-        largeBlobWrite = nil
+        conversations.removeAll()
         pinUvAuth = PinUvAuthSession(entropy: entropy)
     }
 }

@@ -13,23 +13,27 @@ import LatchkeyCrypto
 extension Authenticator {
     // MARK: - authenticatorCredentialManagement (CTAP 2.1 §6.8)
 
-    func credentialManagement(_ cbor: CBORValue) throws(CTAPStatus) -> CredentialManagementResponse {
+    func credentialManagement(_ cbor: CBORValue, from origin: RequestOrigin) throws(CTAPStatus)
+        -> CredentialManagementResponse
+    {
         let request = try reading { () throws(CBORError) in try CredentialManagementRequest(cbor: cbor) }
         let subCommand = CredentialManagementSubcommand(rawValue: request.subCommand)
         // An enumeration continues only with its own GetNext (§6.8.3, §6.8.4:
-        // the state lasts between consecutive calls).
-        let enumeration = credentialManagementEnumeration
-        credentialManagementEnumeration = nil
+        // the state lasts between consecutive calls), from the conversation
+        // that began it: GetNext carries no pinUvAuthParam, so the state is
+        // all that authorizes it.
+        let enumeration = conversations[origin].enumeration
+        conversations[origin].enumeration = nil
         switch subCommand {
         case .getCredsMetadata: return try getCredsMetadata(request)
-        case .enumerateRPsBegin: return try enumerateRPsBegin(request)
+        case .enumerateRPsBegin: return try enumerateRPsBegin(request, from: origin)
         case .enumerateRPsGetNextRP:
             guard case .relyingParties(let remaining) = enumeration else { throw .notAllowed }
-            return nextRP(remaining)
-        case .enumerateCredentialsBegin: return try enumerateCredentialsBegin(request)
+            return nextRP(remaining, from: origin)
+        case .enumerateCredentialsBegin: return try enumerateCredentialsBegin(request, from: origin)
         case .enumerateCredentialsGetNextCredential:
             guard case .credentials(let remaining) = enumeration else { throw .notAllowed }
-            return try nextCredential(remaining)
+            return try nextCredential(remaining, from: origin)
         case .deleteCredential: try deleteCredential(request)
         case .updateUserInformation: try updateUserInformation(request)
         case nil: throw .invalidSubcommand
@@ -51,7 +55,7 @@ extension Authenticator {
     }
 
     /// §6.8.3 enumerateRPsBegin: the first RP and how many there are.
-    private func enumerateRPsBegin(_ request: CredentialManagementRequest) throws(CTAPStatus)
+    private func enumerateRPsBegin(_ request: CredentialManagementRequest, from origin: RequestOrigin) throws(CTAPStatus)
         -> CredentialManagementResponse
     {
         try authenticate(request, .enumerateRPsBegin, rpIdHash: nil)
@@ -68,16 +72,16 @@ extension Authenticator {
             }
         }
         guard !relyingParties.isEmpty else { throw .noCredentials }
-        var response = nextRP(relyingParties)
+        var response = nextRP(relyingParties, from: origin)
         response.totalRPs = relyingParties.count
         return response
     }
 
     /// §6.8.3 enumerateRPsGetNextRP, and the first answer of enumerateRPsBegin.
-    private func nextRP(_ remaining: [StoredCredential]) -> CredentialManagementResponse {
+    private func nextRP(_ remaining: [StoredCredential], from origin: RequestOrigin) -> CredentialManagementResponse {
         var remaining = remaining
         let first = remaining.removeFirst()
-        if !remaining.isEmpty { credentialManagementEnumeration = .relyingParties(remaining) }
+        if !remaining.isEmpty { conversations[origin].enumeration = .relyingParties(remaining) }
         var response = CredentialManagementResponse()
         response.rp = RelyingPartyEntity(id: first.rpId, name: first.rpName)
         response.rpIDHash = first.rpIdHash
@@ -85,7 +89,10 @@ extension Authenticator {
     }
 
     /// §6.8.4 enumerateCredentialsBegin: the RP's first credential and how many there are.
-    private func enumerateCredentialsBegin(_ request: CredentialManagementRequest) throws(CTAPStatus)
+    private func enumerateCredentialsBegin(
+        _ request: CredentialManagementRequest,
+        from origin: RequestOrigin
+    ) throws(CTAPStatus)
         -> CredentialManagementResponse
     {
         // Step 1: rpIDHash.
@@ -96,17 +103,19 @@ extension Authenticator {
             try store.credentials(rpIdHash: rpIdHash)
         }
         guard !credentials.isEmpty else { throw .noCredentials }
-        var response = try nextCredential(credentials)
+        var response = try nextCredential(credentials, from: origin)
         response.totalCredentials = credentials.count
         return response
     }
 
     /// §6.8.4 enumerateCredentialsGetNextCredential, and the first answer of
     /// enumerateCredentialsBegin.
-    private func nextCredential(_ remaining: [StoredCredential]) throws(CTAPStatus) -> CredentialManagementResponse {
+    private func nextCredential(_ remaining: [StoredCredential], from origin: RequestOrigin) throws(CTAPStatus)
+        -> CredentialManagementResponse
+    {
         var remaining = remaining
         let credential = remaining.removeFirst()
-        if !remaining.isEmpty { credentialManagementEnumeration = .credentials(remaining) }
+        if !remaining.isEmpty { conversations[origin].enumeration = .credentials(remaining) }
         guard let algorithm = COSEAlgorithm(rawValue: credential.algorithm),
             let key = try? CredentialPrivateKey(algorithm: algorithm, rawRepresentation: credential.privateKey)
         else {

@@ -196,6 +196,7 @@ extension Authenticator {
     /// Replaces the serialized large-blob array, checked as a largeBlobs
     /// write is (size limit, trailing hash); a write in progress is dropped.
     public func replaceLargeBlobArray(_ serialized: [UInt8]) throws(AdministrationError) {
+        conversations.removeLargeBlobWrites()
         try administering { () throws(CTAPStatus) in try commitLargeBlobArray(serialized) }
     }
 }

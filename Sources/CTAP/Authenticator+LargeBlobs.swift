@@ -13,8 +13,9 @@
 // |------------------|-------|
 // | large-blob-array | the serialized large-blob array; absent means the initial one |
 //
-// A write in progress lives in memory only (`PendingLargeBlobWrite`): other
-// commands may come between its fragments, a power cycle abandons it.
+// A write in progress lives in memory only (`PendingLargeBlobWrite`), in the
+// conversation that began it (Conversations.swift): other commands may come
+// between its fragments, a power cycle abandons it.
 
 import CBOR
 import LatchkeyCrypto
@@ -49,7 +50,7 @@ extension Authenticator {
     // MARK: - authenticatorLargeBlobs (CTAP 2.1 §6.10.2)
 
     /// A read answers with a fragment; a write answers with the status alone.
-    func largeBlobs(_ cbor: CBORValue) throws(CTAPStatus) -> LargeBlobsResponse? {
+    func largeBlobs(_ cbor: CBORValue, from origin: RequestOrigin) throws(CTAPStatus) -> LargeBlobsResponse? {
         let request = try reading { () throws(CBORError) in try LargeBlobsRequest(cbor: cbor) }
         // Steps 1–3: an offset, and exactly one of get and set.
         guard let offset = request.offset else { throw .invalidParameter }
@@ -57,7 +58,7 @@ extension Authenticator {
         case (let get?, nil):
             return try readLargeBlobs(request, get: get, offset: offset)
         case (nil, let fragment?):
-            try writeLargeBlobs(request, fragment: fragment, offset: offset)
+            try writeLargeBlobs(request, fragment: fragment, offset: offset, from: origin)
             return nil
         default:
             throw .invalidParameter
@@ -84,8 +85,16 @@ extension Authenticator {
         return LargeBlobsResponse(config: Array(array[start..<end]))
     }
 
-    /// Step 5: one fragment of a new array; the last one commits it.
-    private func writeLargeBlobs(_ request: LargeBlobsRequest, fragment: [UInt8], offset: UInt64) throws(CTAPStatus) {
+    /// Step 5: one fragment of a new array; the last one commits it. A write
+    /// belongs to the conversation that sent its first fragment: another
+    /// one's fragments find no write in progress (CTAP1_ERR_INVALID_SEQ) and
+    /// another one's first fragment begins a write of its own.
+    private func writeLargeBlobs(
+        _ request: LargeBlobsRequest,
+        fragment: [UInt8],
+        offset: UInt64,
+        from origin: RequestOrigin
+    ) throws(CTAPStatus) {
         // Step 5.1.
         guard fragment.count <= Self.maxLargeBlobFragmentLength else { throw .invalidLength }
         if offset == 0 {
@@ -97,14 +106,16 @@ extension Authenticator {
             // Steps 5.2.4–5.2.5 set expectedLength and expectedNextOffset
             // before the token is checked: an unauthorized first fragment
             // still ends the write that was in progress.
-            largeBlobWrite = PendingLargeBlobWrite(expectedLength: Int(length))
+            conversations[origin].largeBlobWrite = PendingLargeBlobWrite(expectedLength: Int(length))
         } else if request.length != nil {
             // Step 5.3.
             throw .invalidParameter
         }
         // Step 5.4: fragments arrive in order; without a write in progress
         // no offset but 0 is expected.
-        guard var write = largeBlobWrite, offset == UInt64(write.buffer.count) else { throw .invalidSequence }
+        guard var write = conversations[origin].largeBlobWrite, offset == UInt64(write.buffer.count) else {
+            throw .invalidSequence
+        }
 
         // Step 5.5: a key protected by a PIN or built-in UV, or with alwaysUv on, wants a
         // token with the lbw permission for every fragment.
@@ -125,21 +136,20 @@ extension Authenticator {
         // Steps 5.7–5.9.
         write.buffer += fragment
         guard write.buffer.count == write.expectedLength else {
-            largeBlobWrite = write
+            conversations[origin].largeBlobWrite = write
             return
         }
 
         // Step 5.10: the complete array. Whatever happens now, this write is
         // over; a failed one leaves the stored array as it was.
-        largeBlobWrite = nil
+        conversations[origin].largeBlobWrite = nil
         try commitLargeBlobArray(write.buffer)
     }
 
     /// Stores a complete serialized array after checking its trailing hash
     /// (INTEGRITY_FAILURE) and size: a largeBlobs write's last step, and the
-    /// control API's replacement (which also ends any write in progress).
+    /// control API's replacement.
     func commitLargeBlobArray(_ serialized: [UInt8]) throws(CTAPStatus) {
-        largeBlobWrite = nil
         guard serialized.count <= configuration.maxSerializedLargeBlobArray else { throw .largeBlobStorageFull }
         guard serialized.count >= 1 + LargeBlobSecret.hashLength else { throw .integrityFailure }
         let hashStart = serialized.count - LargeBlobSecret.hashLength

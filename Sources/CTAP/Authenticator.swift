@@ -118,6 +118,10 @@ public actor Authenticator {
     /// The CTAPHID message limit, advertised as maxMsgSize.
     public static let maxMessageSize = 7609
     static let wrappingSecretName = "credential-wrapping-secret"
+    /// How many conversations keep state at once (the most recently used):
+    /// more than the channels of every client a person runs, few enough that
+    /// a host opening channels by the thousand cannot grow the key's memory.
+    static let maxConversations = 16
 
     let configuration: AuthenticatorConfiguration
     let store: any CredentialStore
@@ -129,18 +133,16 @@ public actor Authenticator {
 
     var wrapper: CredentialWrapper
     var poweredUpAt: UInt64
-    var pendingAssertions: PendingAssertions?
-    /// The rest of a credentialManagement enumeration, for its GetNext.
-    var credentialManagementEnumeration: CredentialManagementEnumeration?
+    /// getNextAssertion's sequences, credentialManagement enumerations and
+    /// large-blob writes in progress, each bound to the conversation that
+    /// began it (Conversations.swift).
+    var conversations = ConversationTable(capacity: Authenticator.maxConversations)
     /// Recently used credential keys, so that repeated assertions skip the
     /// unwrap and the key import (each about half a signature's cost).
     var keyCache = CredentialKeyCache(capacity: 64)
     /// Key agreement keys, pinUvAuthTokens and mismatch count: new at every
     /// power-up (CTAP 2.1 §6.5.2).
     var pinUvAuth: PinUvAuthSession
-    /// A large-blob array being written in fragments; in memory only, so a
-    /// power cycle abandons it (CTAP 2.1 §6.10.2).
-    var largeBlobWrite: PendingLargeBlobWrite?
     /// alwaysUv as last read or written (see `alwaysUv()`); nil: read it.
     var alwaysUvCache: Bool?
 
@@ -184,28 +186,41 @@ public actor Authenticator {
 
     /// The key was plugged in again (or the daemon restarted it): opens the
     /// reset window and drops per-session state: new key agreement keys and
-    /// pinUvAuthTokens, no large-blob write in progress, and PIN attempts are
-    /// allowed again after three consecutive mismatches (CTAP 2.1 §6.5.2,
-    /// §6.5.5.7). pinRetries persist.
+    /// pinUvAuthTokens, no conversation in progress (sequences, enumerations,
+    /// large-blob writes), and PIN attempts are allowed again after three
+    /// consecutive mismatches (CTAP 2.1 §6.5.2, §6.5.5.7). pinRetries persist.
     public func powerCycle() {
         poweredUpAt = clock.milliseconds
-        pendingAssertions = nil
-        credentialManagementEnumeration = nil
+        conversations.removeAll()
         pinUvAuth = PinUvAuthSession(entropy: entropy)
-        largeBlobWrite = nil
     }
 
-    /// Handles one CTAPHID_CBOR request: command byte then CBOR parameters.
-    /// Returns the status byte followed by the CBOR response, if any.
-    public func handleCBOR(_ request: [UInt8]) async -> [UInt8] {
+    /// CTAPHID_INIT gave the channel of `origin` to a client anew (allocated
+    /// or re-synchronized it): the conversation it had is over.
+    public func endConversation(_ origin: RequestOrigin) {
+        conversations[origin] = Conversation()
+    }
+
+    /// A transport connection went away (uhid closed, USB/IP disconnected):
+    /// every conversation on it is over.
+    public func endConversations(connection: UInt64) {
+        conversations.removeAll(connection: connection)
+    }
+
+    /// Handles one CTAPHID_CBOR request from `origin`: command byte then CBOR
+    /// parameters. Returns the status byte followed by the CBOR response, if
+    /// any. A "next" request continues only what the same origin began.
+    public func handleCBOR(_ request: [UInt8], from origin: RequestOrigin = .solitary) async -> [UInt8] {
         guard let first = request.first else { return [CTAPStatus.invalidLength.rawValue] }
         let command = CTAPCommand(rawValue: first)
-        // Any command but getNextAssertion ends a getAssertion's sequence
-        // (CTAP 2.1 §6.3: the state is kept only between consecutive calls).
-        if command != .getNextAssertion { pendingAssertions = nil }
+        // Any command but getNextAssertion ends the conversation's getAssertion
+        // sequence (CTAP 2.1 §6.3: the state is kept only between consecutive
+        // calls). Another conversation's commands leave it alone: they are
+        // not between this conversation's calls.
+        if command != .getNextAssertion { conversations[origin].assertions = nil }
         // Likewise an enumeration of credential management (§6.8.3, §6.8.4).
         if command != .credentialManagement && command != .credentialManagementPreview {
-            credentialManagementEnumeration = nil
+            conversations[origin].enumeration = nil
         }
         var response: [UInt8] = [CTAPStatus.ok.rawValue]
         do throws(CTAPStatus) {
@@ -215,9 +230,9 @@ public actor Authenticator {
             case .makeCredential:
                 try await makeCredential(decode(parameters)).encode(into: &response)
             case .getAssertion:
-                try await getAssertion(decode(parameters)).encode(into: &response)
+                try await getAssertion(decode(parameters), from: origin).encode(into: &response)
             case .getNextAssertion:
-                try getNextAssertion().encode(into: &response)
+                try getNextAssertion(from: origin).encode(into: &response)
             case .getInfo:
                 try getInfo().encode(into: &response)
             case .clientPIN:
@@ -225,10 +240,10 @@ public actor Authenticator {
             case .credentialManagement, .credentialManagementPreview:
                 // The prototype command (0x41) of pre-2.1 clients is answered
                 // the same way: its subcommands are a subset with the same numbers.
-                try credentialManagement(decode(parameters)).encode(into: &response)
+                try credentialManagement(decode(parameters), from: origin).encode(into: &response)
             case .largeBlobs:
                 guard configuration.largeBlobs else { throw CTAPStatus.invalidCommand }
-                try largeBlobs(decode(parameters))?.encode(into: &response)
+                try largeBlobs(decode(parameters), from: origin)?.encode(into: &response)
             case .config:
                 try authenticatorConfig(decode(parameters))
             case .reset:

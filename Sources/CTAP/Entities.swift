@@ -48,8 +48,9 @@ public struct UserEntity: Sendable, Equatable {
     }
 
     /// The map form: `id` always; `name` and `displayName` only when
-    /// `identifying` (CTAP 2.1 §6.2.2: no user-identifying information without
-    /// user verification).
+    /// `identifying` (CTAP 2.1 §6.2.2: an assertion names the user only for
+    /// an account chooser of several accounts, and only after user
+    /// verification).
     public func cbor(identifying: Bool) -> CBORValue {
         var entries: [(String, CBORValue)] = [("id", .bytes(id))]
         if identifying {

@@ -43,8 +43,9 @@ public struct GetAssertionRequest: Sendable {
 /// | 0x01 | credential          | map (descriptor) |
 /// | 0x02 | authData            | bytes |
 /// | 0x03 | signature           | bytes |
-/// | 0x04 | user                | map, for discoverable credentials |
+/// | 0x04 | user                | map, for discoverable credentials: `id` alone, or with names for several accounts after UV |
 /// | 0x05 | numberOfCredentials | unsigned, first response only, when > 1 |
+/// | 0x06 | userSelected        | never: no account is chosen on the key (it has no display) |
 /// | 0x07 | largeBlobKey        | bytes, with the largeBlobKey extension |
 public struct GetAssertionResponse: Sendable {
     public var credential: CredentialDescriptor

@@ -81,9 +81,10 @@ extension Authenticator {
 
     /// Handles one CTAPHID_MSG payload (a U2F request APDU) and returns the
     /// response data followed by the status word.
-    public func handleAPDU(_ bytes: [UInt8]) async -> [UInt8] {
-        pendingAssertions = nil
-        credentialManagementEnumeration = nil
+    public func handleAPDU(_ bytes: [UInt8], from origin: RequestOrigin = .solitary) async -> [UInt8] {
+        // A U2F request is "another command" to the conversation's CTAP2 sequences.
+        conversations[origin].assertions = nil
+        conversations[origin].enumeration = nil
         // U2F cannot verify the user, so alwaysUv turns it off (CTAP 2.1
         // §6.11.3); getInfo then leaves U2F_V2 out of versions. A store that
         // cannot say counts as on.

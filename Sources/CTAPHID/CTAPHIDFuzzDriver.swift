@@ -247,6 +247,10 @@ public enum CTAPHIDFuzzDriver {
                     }
                 case .wink:
                     break
+                case .channelInitialized(let cid):
+                    if cid == CTAPHIDConstants.broadcastChannel || cid == CTAPHIDConstants.reservedChannel {
+                        violations.append("\(call): initialized the reserved channel \(cid)")
+                    }
                 }
             }
             if host.isAssembling {

@@ -87,6 +87,12 @@ public struct CTAPHIDStateMachine: Sendable {
         /// The host asked the device to identify itself (CTAPHID_WINK, §11.2.9.2.1); the reply
         /// is already in a preceding ``send(_:)``.
         case wink
+        /// CTAPHID_INIT gave `channel` to a client anew: allocated it on the broadcast CID, or
+        /// re-synchronized it (§11.2.9.1.3). Whatever the layers above keep for the channel's
+        /// conversation (a getAssertion sequence, an enumeration, a large-blob write) belongs
+        /// to an earlier one and must end before the channel's next request is handled. It
+        /// follows the INIT response (and, on a busy channel, the ``cancel(channel:)``).
+        case channelInitialized(channel: UInt32)
     }
 
     /// The one transaction the device can hold (§11.2.5.1).
@@ -314,7 +320,8 @@ public struct CTAPHIDStateMachine: Sendable {
     /// CTAPHID_INIT (§11.2.9.1.3): on the broadcast CID, allocate a channel and answer on the
     /// broadcast CID; on an allocated CID, abort that channel's transaction (§11.2.5.3) and
     /// answer on it with the same CID. The response is the 8-byte nonce, the CID, the protocol
-    /// version, the three device version bytes and the capabilities: 17 bytes.
+    /// version, the three device version bytes and the capabilities: 17 bytes. Either way the
+    /// channel starts a new conversation (`channelInitialized`).
     private mutating func receiveInit(channel: UInt32, length: Int, nonce: ArraySlice<UInt8>) -> [Action] {
         guard length == 8 else {
             return [errorReply(channel: channel, error: .invalidLength)]
@@ -341,6 +348,7 @@ public struct CTAPHIDStateMachine: Sendable {
         payload += [configuration.protocolVersion, version.major, version.minor, version.build]
         payload.append(configuration.capabilities)
         actions += CTAPHIDPacketizer.fragment(channel: channel, command: .initialize, payload: payload).map(Action.send)
+        actions.append(.channelInitialized(channel: assigned))
         return actions
     }
 

@@ -5,10 +5,17 @@
 // (UPNEEDED while a person is asked), ticks continuation timeouts, and turns
 // CTAPHID_CANCEL into cancelling the engine's task. Response-stage CI
 // overrides (Overrides.swift) act here, on the engine's answer.
+//
+// Every request reaches the engine with its origin, this connection's number
+// and the channel: a getNextAssertion or an enumeration's GetNext continues
+// only what the same channel of the same connection began. A channel that
+// CTAPHID_INIT gives out anew, and a connection that goes away, end their
+// conversations.
 
 import CTAP
 import CTAPHID
 import Logging
+import Synchronization
 
 /// Monotonic milliseconds since the daemon started (Swift's ContinuousClock),
 /// shared by the HID state machines and the authenticators.
@@ -34,6 +41,13 @@ public struct SystemMonotonicClock: MonotonicClock {
 public actor HIDSession {
     /// How often KEEPALIVE goes out while the engine works (DESIGN.md: 100 ms).
     static let keepaliveInterval: Duration = .milliseconds(100)
+    /// How many channels may wait for their next request to end their
+    /// conversation; past that, one is ended at once instead (a host that
+    /// opens channels by the thousand cannot grow the set).
+    static let maxInitializedChannels = 64
+    /// Numbers transport connections for the engine, daemon-wide, so that
+    /// no two connections to a key share one.
+    private static let connections = Atomic<UInt64>(0)
 
     private var machine: CTAPHIDStateMachine
     private let authenticator: Authenticator
@@ -48,6 +62,13 @@ public actor HIDSession {
     private var closed = false
     private let configuration: CTAPHIDStateMachine.Configuration
     private let hooks: SessionHooks?
+    /// This connection's number in the engine's request origins; a new one
+    /// when the transport opens again.
+    private var connection = HIDSession.newConnection()
+    /// Channels CTAPHID_INIT gave out anew since their last request: their
+    /// conversation ends in the engine task of that request, before it runs
+    /// (a separate task could run after it).
+    private var initializedChannels: Set<UInt32> = []
 
     /// A session that sends its input reports through `send`. `capabilities`
     /// are CTAPHID_INIT's flags (a U2F-only key leaves out CBOR); `hooks`
@@ -77,20 +98,30 @@ public actor HIDSession {
     }
 
     /// The host went away (uhid CLOSE/STOP, USB/IP disconnect): abandon the
-    /// request in progress and forget partial messages.
+    /// request in progress, forget partial messages, and end the
+    /// connection's conversations in the engine.
     public func close() {
         closed = true
         engine?.task.cancel()
         engine = nil
         timer?.cancel()
         timer = nil
+        initializedChannels.removeAll()
+        let (authenticator, connection) = (self.authenticator, self.connection)
+        Task { await authenticator.endConversations(connection: connection) }
     }
 
-    /// The transport is usable again (uhid OPEN after CLOSE).
+    /// The transport is usable again (uhid OPEN after CLOSE): a new
+    /// connection, whose channels start again at 1.
     public func reopen() {
         guard closed else { return }
         closed = false
         machine = CTAPHIDStateMachine(configuration: configuration)
+        connection = Self.newConnection()
+    }
+
+    private static func newConnection() -> UInt64 {
+        connections.wrappingAdd(1, ordering: .relaxed).newValue
     }
 
     private func perform(_ actions: [CTAPHIDStateMachine.Action]) {
@@ -107,6 +138,13 @@ public actor HIDSession {
                 }
             case .wink:
                 logger.info("wink")
+            case .channelInitialized(let channel):
+                initializedChannels.insert(channel)
+                if initializedChannels.count > Self.maxInitializedChannels {
+                    let origin = RequestOrigin(connection: connection, channel: initializedChannels.removeFirst())
+                    let authenticator = self.authenticator
+                    Task { await authenticator.endConversation(origin) }
+                }
             }
         }
     }
@@ -115,12 +153,16 @@ public actor HIDSession {
         let authenticator = self.authenticator
         nextRequestID += 1
         let id = nextRequestID
+        let origin = RequestOrigin(connection: connection, channel: channel)
+        let initialized = initializedChannels.remove(channel) != nil
         let task = Task {
+            // In the request's own task, so that it runs first.
+            if initialized { await authenticator.endConversation(origin) }
             let response: [UInt8]
             if command == .cbor {
-                response = await authenticator.handleCBOR(payload)
+                response = await authenticator.handleCBOR(payload, from: origin)
             } else {
-                response = await authenticator.handleAPDU(payload)
+                response = await authenticator.handleAPDU(payload, from: origin)
             }
             self.finish(id: id, channel: channel, command: command, request: payload, response: response)
         }

@@ -19,6 +19,8 @@ struct Outcome {
     var cancelled: [UInt32] = []
     /// How many `.wink` actions came out.
     var winks = 0
+    /// Channels CTAPHID_INIT gave out anew (allocated or re-synchronized).
+    var initialized: [UInt32] = []
     /// The raw reports sent, in order.
     var reports: [[UInt8]] = []
 
@@ -57,6 +59,8 @@ struct HostHarness {
                 outcome.cancelled.append(channel)
             case .wink:
                 outcome.winks += 1
+            case .channelInitialized(let channel):
+                outcome.initialized.append(channel)
             }
         }
         #expect(!host.isAssembling, "every call ends its messages")

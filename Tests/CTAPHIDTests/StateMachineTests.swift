@@ -25,6 +25,22 @@ struct ChannelTests {
         }
     }
 
+    @Test("INIT tells the layers above that a channel starts a new conversation: allocated or re-synced")
+    func initStartsConversation() {
+        var harness = HostHarness()
+        let allocated = harness.send(channel: broadcast, command: .initialize, payload: pattern(8))
+        #expect(allocated.initialized == [1], "a new channel: nothing of an earlier client may reach it")
+        let other = harness.allocateChannel()
+        #expect(harness.send(channel: 1, command: .cbor, payload: [0x08]).delivered.count == 1)
+        let resync = harness.send(channel: 1, command: .initialize, payload: pattern(8))
+        #expect(resync.cancelled == [1])
+        #expect(resync.initialized == [1], "re-synchronized: its conversation is over")
+        // Other commands, other channels and refused INITs start nothing.
+        #expect(harness.send(channel: other, command: .ping, payload: [1]).initialized.isEmpty)
+        #expect(harness.send(channel: other, command: .initialize, payload: pattern(7)).initialized.isEmpty)
+        #expect(harness.send(channel: 99, command: .initialize, payload: pattern(8)).initialized.isEmpty)
+    }
+
     @Test("INIT with a length other than 8 is ERR_INVALID_LEN", arguments: [0, 7, 9, 17, 100])
     func initWrongLength(length: Int) {
         var harness = HostHarness()

@@ -40,13 +40,37 @@ struct ClientPINTests {
 
     // MARK: getPINRetries and getKeyAgreement
 
-    @Test("getPINRetries: 8 and no power cycle needed, with or without a protocol")
+    @Test("getPINRetries: 8 and no power cycle needed once a PIN is set, with or without a protocol")
     func getPINRetries() async throws {
         let key = TestKey()
+        #expect(try await key.setPIN("1234") == .ok)
         #expect(try await key.pinRetries() == (8, false))
         let (status, body) = try await key.send(.clientPIN, TestKey.clientPINRequest(protocol: 1, 1))
         #expect(status == .ok)
         #expect(try #require(body).mapValue().entries.count == 2)
+    }
+
+    @Test(
+        "a key without a PIN: getPINRetries, changePIN and both token subcommands are PIN_NOT_SET; getKeyAgreement and setPIN work",
+        arguments: protocols
+    )
+    func withoutPIN(version: Int) async throws {
+        let key = TestKey()
+        for request in [TestKey.clientPINRequest(protocol: nil, 1), TestKey.clientPINRequest(protocol: version, 1)] {
+            let (status, body) = try await key.send(.clientPIN, request)
+            #expect(status == .pinNotSet && body == nil, "getPINRetries: no PIN, no retries")
+        }
+        #expect(try await key.keyAgreement(version).entries.count == 5, "getKeyAgreement needs no PIN")
+        #expect(try await key.changePIN(from: "1234", to: "5678", protocol: version) == .pinNotSet)
+        #expect(try await key.pinToken("1234", protocol: version, permissions: nil).0 == .pinNotSet, "getPinToken")
+        #expect(try await key.pinToken("1234", protocol: version).0 == .pinNotSet, "...WithPermissions")
+        #expect(try await key.send(.clientPIN, TestKey.clientPINRequest(protocol: version, 1)).0 == .pinNotSet)
+        #expect(try await key.setPIN("1234", protocol: version) == .ok)
+        #expect(try await key.pinRetries() == (8, false), "a PIN set: its full retries counter")
+
+        // authenticatorReset takes the PIN, and the retries with it.
+        #expect(try await key.send(.reset).0 == .ok)
+        #expect(try await key.send(.clientPIN, TestKey.clientPINRequest(protocol: nil, 1)).0 == .pinNotSet)
     }
 
     @Test("getKeyAgreement: a stable key per protocol; the protocol is required and checked")
@@ -424,7 +448,7 @@ struct ClientPINTests {
         #expect(try await key.setPIN("5678") == .pinAuthInvalid, "still set, just blocked")
 
         #expect(try await key.send(.reset).0 == .ok)
-        #expect(try await key.pinRetries() == (8, false))
+        #expect(try await key.send(.clientPIN, TestKey.clientPINRequest(protocol: nil, 1)).0 == .pinNotSet)
         let info = try #require(try await key.send(.getInfo).1).mapValue()
         #expect(try info.required(4, "options").mapValue()[text: "clientPin"] == false)
         #expect(try await key.pinToken("1234").0 == .pinNotSet)

@@ -65,7 +65,8 @@ struct CredentialManagementFixture {
         _ subCommand: Int,
         _ params: CBORValue? = nil,
         token: (token: [UInt8], platform: TestPlatform)?,
-        command: CTAPCommand = .credentialManagement
+        command: CTAPCommand = .credentialManagement,
+        from origin: RequestOrigin = .solitary
     ) async throws -> (CTAPStatus, CBORMap?) {
         var entries: [(Int, CBORValue)] = [(1, .int(subCommand))]
         if let params { entries.append((2, params)) }
@@ -75,7 +76,7 @@ struct CredentialManagementFixture {
             entries.append((3, .int(token.platform.version)))
             entries.append((4, .bytes(token.platform.authenticate(key: token.token, message))))
         }
-        let (status, body) = try await key.send(command, .intMap(entries))
+        let (status, body) = try await key.send(command, .intMap(entries), from: origin)
         return (status, try body?.mapValue())
     }
 }

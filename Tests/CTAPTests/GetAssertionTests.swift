@@ -98,6 +98,79 @@ struct GetAssertionTests {
         #expect(key.presence.requests.filter { $0.operation == .getAssertion }.count == 1)
     }
 
+    @Test(
+        "one account: the user handle alone, verified or not, no numberOfCredentials, no userSelected",
+        arguments: [false, true]
+    )
+    func singleAccountUserEntity(verified: Bool) async throws {
+        let key = TestKey { $0.builtInUserVerification = true }
+        var create = MakeCredentialBuilder()
+        create.rk = true
+        let made = try await key.makeCredential(create)
+        var get = GetAssertionBuilder()
+        get.uv = verified ? true : nil
+        if verified { key.presence.enqueue(.verified) }
+        let response = try await key.getAssertion(get)
+        let assertion = try Assertion(response)
+        #expect(assertion.credentialId == made.credentialId)
+        #expect(assertion.flags & 0x04 == (verified ? 0x04 : 0))
+        #expect(assertion.user?.entries.map(\.key) == [.text("id")], "no name or displayName for one account")
+        #expect(try assertion.user?.required("id").bytesValue() == create.userId)
+        #expect(assertion.numberOfCredentials == nil)
+        #expect(response[int: 6] == nil, "userSelected: nobody chose on the key")
+    }
+
+    @Test("an allowList naming a discoverable credential is one account: the user handle alone after UV")
+    func allowListUserEntity() async throws {
+        let key = TestKey { $0.builtInUserVerification = true }
+        var made: [MadeCredential] = []
+        for index in 0..<2 {
+            var create = MakeCredentialBuilder()
+            create.rk = true
+            create.userId = [UInt8(index)]
+            made.append(try await key.makeCredential(create))
+        }
+        var get = GetAssertionBuilder()
+        get.uv = true
+        get.allowList = made.map(\.credentialId)
+        key.presence.enqueue(.verified)
+        let assertion = try Assertion(try await key.getAssertion(get))
+        #expect(assertion.flags & 0x04 == 0x04)
+        #expect(assertion.user?.entries.map(\.key) == [.text("id")])
+        #expect(assertion.numberOfCredentials == nil)
+        #expect(try await key.send(.getNextAssertion).0 == .notAllowed)
+    }
+
+    @Test("several accounts after UV: every assertion of the sequence names its user for the chooser")
+    func multipleAccountsUserEntity() async throws {
+        let key = TestKey { $0.builtInUserVerification = true }
+        let displayNames = ["alice": "Alice A.", "bob": "Bob B."]
+        for (index, name) in ["alice", "bob"].enumerated() {
+            var create = MakeCredentialBuilder()
+            create.rk = true
+            create.userId = [UInt8(index)]
+            create.userName = name
+            create.displayName = displayNames[name]
+            _ = try await key.makeCredential(create)
+        }
+        var get = GetAssertionBuilder()
+        get.uv = true
+        key.presence.enqueue(.verified)
+        let firstResponse = try await key.getAssertion(get)
+        let first = try Assertion(firstResponse)
+        #expect(first.numberOfCredentials == 2)
+        #expect(firstResponse[int: 6] == nil, "userSelected: the platform's chooser decides")
+        let next = try Assertion(try #require(try await key.send(.getNextAssertion).1).mapValue())
+        var seen: [[UInt8]: String] = [:]
+        for assertion in [first, next] {
+            let user = try #require(assertion.user)
+            let name = try user.required("name").textValue()
+            #expect(try user.required("displayName").textValue() == displayNames[name])
+            seen[try user.required("id").bytesValue()] = name
+        }
+        #expect(seen == [[1]: "bob", [0]: "alice"], "newest first, each with its own names")
+    }
+
     @Test("getNextAssertion expires 30 s after the last assertion and after any other command")
     func nextAssertionWindow() async throws {
         let key = TestKey()

@@ -41,13 +41,16 @@ actor LoopbackDevice {
     var machine = CTAPHIDStateMachine(configuration: .init())
     let authenticator: Authenticator
     let presence: PendingPresence?
+    /// The transport connection's number in the engine's request origins.
+    let connection: UInt64
     var now: UInt64 = 0
     var toHost: [[UInt8]] = []
     var engineTask: Task<Void, Never>?
 
-    init(authenticator: Authenticator, presence: PendingPresence? = nil) {
+    init(authenticator: Authenticator, presence: PendingPresence? = nil, connection: UInt64 = 1) {
         self.authenticator = authenticator
         self.presence = presence
+        self.connection = connection
     }
 
     /// One output report from the host.
@@ -62,20 +65,37 @@ actor LoopbackDevice {
                 #expect(report.count == 64)
                 toHost.append(report)
             case .deliver(let channel, let command, let payload):
-                engineTask = Task { await self.run(channel: channel, command: command, payload: payload) }
+                // After whatever the engine still does for this device (a
+                // conversation ending), as the daemon runs both in one task.
+                engineTask = Task { [previous = engineTask] in
+                    await previous?.value
+                    await self.run(channel: channel, command: command, payload: payload)
+                }
             case .cancel:
                 presence?.answer(.cancelled)
             case .wink:
                 break
+            case .channelInitialized(let channel):
+                let origin = RequestOrigin(connection: connection, channel: channel)
+                engineTask = Task { [previous = engineTask] in
+                    await previous?.value
+                    await self.authenticator.endConversation(origin)
+                }
             }
         }
     }
 
+    /// The transport went away: its conversations end.
+    func disconnect() async {
+        await authenticator.endConversations(connection: connection)
+    }
+
     private func run(channel: UInt32, command: CTAPHIDCommand, payload: [UInt8]) async {
+        let origin = RequestOrigin(connection: connection, channel: channel)
         let response: [UInt8]
         switch command {
-        case .cbor: response = await authenticator.handleCBOR(payload)
-        default: response = await authenticator.handleAPDU(payload)
+        case .cbor: response = await authenticator.handleCBOR(payload, from: origin)
+        default: response = await authenticator.handleAPDU(payload, from: origin)
         }
         perform(machine.respond(channel: channel, command: command, payload: response))
     }
@@ -203,5 +223,35 @@ struct HIDEndToEndTests {
         #expect(messages.contains { $0.0 == channel && $0.1 == .cbor && $0.2 == [CTAPStatus.keepaliveCancel.rawValue] })
         #expect(try store.credentialCount() == 0)
         #expect(await device.machine.busyChannel == nil)
+    }
+
+    @Test("two channels through 64-byte reports: each getNextAssertion continues its own sequence; INIT ends one")
+    func twoChannels() async throws {
+        let key = TestKey()
+        try await key.makeAccounts(2)
+        let device = LoopbackDevice(authenticator: key.authenticator)
+        let host = Host(device: device)
+        let first = try await host.allocateChannel()
+        let second = try await host.allocateChannel()
+        let getAssertion = [CTAPCommand.getAssertion.rawValue] + GetAssertionBuilder().cbor.encoded()
+        let next = [CTAPCommand.getNextAssertion.rawValue]
+        func status(_ channel: UInt32, _ request: [UInt8]) async throws -> CTAPStatus {
+            CTAPStatus(rawValue: try #require(try await host.transact(channel: channel, command: .cbor, payload: request).first))
+        }
+        #expect(try await status(first, getAssertion) == .ok)
+        #expect(try await status(second, next) == .notAllowed, "nothing of the first channel's")
+        #expect(try await status(second, getAssertion) == .ok)
+        #expect(try await status(first, next) == .ok)
+        #expect(try await status(first, next) == .notAllowed)
+        // CTAPHID_INIT on the second channel re-syncs it: its sequence is over.
+        let nonce: [UInt8] = [8, 7, 6, 5, 4, 3, 2, 1]
+        #expect(try await host.transact(channel: second, command: .initialize, payload: nonce).prefix(8) == nonce[...])
+        #expect(try await status(second, next) == .notAllowed)
+        // A new connection numbers its channels from 1 again, without the old sequences.
+        #expect(try await status(first, getAssertion) == .ok)
+        await device.disconnect()
+        let reconnected = Host(device: LoopbackDevice(authenticator: key.authenticator, connection: 2))
+        #expect(try await reconnected.allocateChannel() == first)
+        #expect(try await reconnected.transact(channel: first, command: .cbor, payload: next) == [CTAPStatus.notAllowed.rawValue])
     }
 }

@@ -300,7 +300,7 @@ struct LargeBlobsTests {
         let array = sampleLargeBlobArray(count: 1, size: 280)
         #expect(try await key.beginLargeBlobWrite(array) == .ok)
         _ = try await key.info()
-        _ = try await key.pinRetries()
+        _ = try await key.keyAgreement(2)
         #expect(try await key.readLargeBlobs(offset: 0, get: 17) == (.ok, initialLargeBlobArray))
         #expect(try await key.send(.getAssertion, GetAssertionBuilder().cbor).0 == .noCredentials)
         #expect(try await key.finishLargeBlobWrite(array) == .ok)

@@ -104,15 +104,19 @@ struct TestKey {
         self.init(seed: seed, store: other.store, clock: other.clock)
     }
 
-    /// Sends a CTAP2 command and checks that any response body is canonical CBOR.
-    func send(_ command: CTAPCommand, _ parameters: CBORValue? = nil) async throws -> (CTAPStatus, CBORValue?) {
+    /// Sends a CTAP2 command from `origin` and checks that any response body is canonical CBOR.
+    func send(
+        _ command: CTAPCommand,
+        _ parameters: CBORValue? = nil,
+        from origin: RequestOrigin = .solitary
+    ) async throws -> (CTAPStatus, CBORValue?) {
         var request = [command.rawValue]
         parameters?.encode(into: &request)
-        return try await sendRaw(request)
+        return try await sendRaw(request, from: origin)
     }
 
-    func sendRaw(_ request: [UInt8]) async throws -> (CTAPStatus, CBORValue?) {
-        let response = await authenticator.handleCBOR(request)
+    func sendRaw(_ request: [UInt8], from origin: RequestOrigin = .solitary) async throws -> (CTAPStatus, CBORValue?) {
+        let response = await authenticator.handleCBOR(request, from: origin)
         let status = CTAPStatus(rawValue: try #require(response.first))
         guard response.count > 1 else { return (status, nil) }
         #expect(status == .ok, "only success carries a body")
@@ -127,6 +131,20 @@ struct TestKey {
         let (status, body) = try await send(.makeCredential, request.cbor)
         #expect(status == .ok)
         return try MadeCredential(response: try #require(body), clientDataHash: request.clientDataHash)
+    }
+
+    /// `count` discoverable credentials for `rpId`, user IDs [0], [1], …, newest last.
+    @discardableResult
+    func makeAccounts(_ count: Int, rpId: String = "example.com") async throws -> [MadeCredential] {
+        var made: [MadeCredential] = []
+        for index in 0..<count {
+            var create = MakeCredentialBuilder()
+            create.rpId = rpId
+            create.rk = true
+            create.userId = [UInt8(index)]
+            made.append(try await makeCredential(create))
+        }
+        return made
     }
 
     /// getAssertion that must succeed.

@@ -353,10 +353,10 @@ def test_credential_management(ctap, control, key, protocol):
                                  PublicKeyCredentialUserEntity(id=b"someone else", name="x"))
     assert other_user.value.code == ERR.INVALID_PARAMETER, "the user id cannot change"
 
-    # A discoverable, user-verified assertion names the user as updated.
+    # The one account left: a user-verified assertion carries its handle alone (CTAP 2.1 §6.2.2).
     assertion, _ = get_assertion(ctap, client_pin, client_pin.get_pin_token(PIN, P.GET_ASSERTION, rp.RP_ID))
     assert assertion.credential["id"] == kept and assertion.number_of_credentials in (None, 1)
-    assert assertion.user == {"id": users[1].id, "name": "renamed@example.com", "displayName": "Renamed"}
+    assert assertion.user == {"id": users[1].id}
     # The deleted credential no longer signs.
     code = ctap_error(lambda: get_assertion(ctap, None, None, allow=[{"type": "public-key", "id": gone}]))
     assert code == ERR.NO_CREDENTIALS
