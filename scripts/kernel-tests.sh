@@ -158,7 +158,7 @@ OUT=$(mktemp -d "${TMPDIR:-/tmp}/latchkey-kernel.XXXXXX")
 trap 'rm -rf "$OUT"' EXIT
 for suite in $SUITES; do
     suite_image "$suite"
-    env_vars=(RIG_EXTRA_SHARES="${EXTRA_SHARES# }" RIG_TIMEOUT="${LATCHKEY_KERNEL_TIMEOUT:-900}"
+    env_vars=(RIG_EXTRA_SHARES="${EXTRA_SHARES# }" RIG_TIMEOUT="${LATCHKEY_KERNEL_TIMEOUT:-1500}"
         RIG_IMAGE_DIR="$IMAGE_DIR")
     # Chromium finds keys through udev (hotplug events, device properties)
     [ "$suite" = chromium ] && env_vars+=(RIG_CHROMIUM=1 RIG_UDEV=1)
