@@ -8,7 +8,7 @@
 #     (scripts/device-suite.sh) -> systemd unit checks -> the real-kernel
 #     tests in the VM rig (scripts/kernel-tests.sh) -> a short fuzz replay
 #   LATCHKEY_SKIP_DEPS=1 ...         # skip the apt/pip step (offline, already set up)
-#   LATCHKEY_SKIP_KERNEL_TESTS=1 ... # skip the VM rig (no root, no ../shared/rig)
+#   LATCHKEY_SKIP_KERNEL_TESTS=1 ... # skip the VM rig (Tests/rig; building its images needs root)
 #   LATCHKEY_FUZZ_RUNS=N ...         # inputs per fuzzer in the smoke run (default 20000, 0 skips)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,7 +37,7 @@ install_deps() {
         as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
     fi
     # python-fido2 2.x is the FIDO client and relying party library the tests use.
-    # usbip 0.7.0 runs the rig's stand-in USB/IP server that checks our client.
+    # usbip 0.7.0 runs the stand-in USB/IP server that checks our client (Tests/e2e/standin_usbip.py).
     # openapi-spec-validator, jsonschema (4.18+: referencing) and PyYAML check the
     # control API's OpenAPI file and the daemon's answers against it.
     local pip_packages=("fido2>=2,<3" pytest "usbip==0.7.0" openapi-spec-validator "jsonschema>=4.18" pyyaml)

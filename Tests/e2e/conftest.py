@@ -1,4 +1,4 @@
-"""Fixtures of the end-to-end suite: the real latchkeyd (or the rig's stand-in USB/IP
+"""Fixtures of the end-to-end suite: the real latchkeyd (or the stand-in USB/IP
 server), its control API over the Unix socket, fresh keys per test, and devices opened
 through our own USB/IP client.
 
@@ -37,7 +37,7 @@ import usbip_hid  # noqa: E402
 from sse import EventStream  # noqa: E402
 
 HOST = "127.0.0.1"
-STANDIN = REPO.parent / "shared" / "rig" / "smoke" / "usbip_fido.py"
+STANDIN = E2E_DIR / "standin_usbip.py"
 
 
 def free_port() -> int:
@@ -426,7 +426,7 @@ def usb(daemon, make_key):
 
 @pytest.fixture(scope="module")
 def standin():
-    """The rig's USB/IP smoke server (PyPI usbip 0.7.0): (port, busid)."""
+    """The stand-in USB/IP server (standin_usbip.py, on PyPI usbip 0.7.0): (port, busid)."""
     pytest.importorskip("usbip", reason="pip install usbip==0.7.0 for the stand-in server")
     if not STANDIN.exists():
         pytest.skip(f"no stand-in server at {STANDIN}")

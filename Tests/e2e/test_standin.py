@@ -1,6 +1,6 @@
-"""Our USB/IP client and python-fido2 transport against the rig's stand-in server
-(../shared/rig/smoke/usbip_fido.py, PyPI usbip 0.7.0, a CTAPHID stub answering INIT,
-PING, WINK and getInfo). No latchkey code runs here: these tests check the test tools."""
+"""Our USB/IP client and python-fido2 transport against a stand-in server
+(standin_usbip.py: PyPI usbip 0.7.0 and a CTAPHID stub answering INIT, PING, WINK and
+getInfo). No latchkey code runs here: these tests check the test tools."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def test_enumeration_finds_the_fido_report_descriptor(standin_usb, standin):
     iface = standin_usb.interface(standin[1])
     e = iface.enumeration
     assert e.report_sizes == (64, 64)
-    assert e.product == "Rig Smoke USB-IP FIDO"
+    assert e.product == "latchkey stand-in FIDO"
     assert iface.device.get_configuration() == 1
 
 

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Runs INSIDE the rig guest, as root (scripts/kernel-tests.sh starts it through
-# ../shared/rig/run.sh): the real latchkeyd against a real Linux kernel's uhid,
+# Tests/rig/run.sh): the real latchkeyd against a real Linux kernel's uhid,
 # hidraw and vhci-hcd, with real FIDO clients.
 #
 #   guest-checks.sh --bin DIR [--suite base|chromium] [--only GROUPS] [--artifacts DIR]
@@ -13,9 +13,11 @@
 #                     python-fido2 (Fido2Client + Fido2Server, Ctap1/U2F), then
 #                     CTAP 2.1 with a PIN (ctap21_checks.py: fido2-token -I/-S/-C/
 #                     -L -r/-L -k/-D, ssh-keygen -t ed25519-sk -O resident and -K),
-#                     and CI overrides on uhid (deny, drop-connection)
+#                     CI overrides on uhid (deny, drop-connection), and, last, two
+#                     CTAPHID channels interleaving on one key (two_channels.py, when
+#                     present)
 #   --only GROUPS     base suite: run only these groups of checks ("tools python
-#                     faults ctap21"; default all), for iterating on one of them. The
+#                     channels faults ctap21"; default all), for iterating. The
 #                     daemons' start and stop checks always run.
 #   --suite chromium  (chromium image) headless Chromium through chromedriver:
 #                     create() then get() on the uhid key, then on the USB/IP key
@@ -302,6 +304,36 @@ ctap21_checks() {
     note "CTAP 2.1 checks took $(since "$t")"
 }
 
+# channel_checks DEV: two CTAPHID channels on one key through the kernel's hidraw,
+# interleaving getAssertion/getNextAssertion and credentialManagement enumerations: no
+# channel is ever answered with the other's data (two_channels.py, from the conformance
+# work: exit status 0, or PASS/FAIL lines like the other helpers). It needs a PIN and
+# sets one on a key without: it runs after ctap21_checks, with the PIN those leave.
+# Noted, not failed, while the file is absent.
+channel_checks() {
+    local t rc out=$WORK/$LABEL-channels pin=()
+    if [ ! -f "$HERE/two_channels.py" ]; then
+        note "$LABEL: no Tests/kernel/two_channels.py: the two-channel checks did not run"
+        return
+    fi
+    t=$(now)
+    if want ctap21; then
+        pin=(--pin "$(cd "$HERE" && python3 -c 'from ctap21_checks import NEW_PIN; print(NEW_PIN)')")
+    fi
+    # 25 rounds: under TCG the script's default 100 took 5 minutes on each transport
+    (cd "$HERE" && timeout 900 python3 two_channels.py "$1" --rounds 25 "${pin[@]}") > "$out.out" 2> "$out.err"
+    rc=$?
+    collect < "$out.out"
+    if [ "$rc" != 0 ]; then
+        fail "$LABEL: two_channels.py $1: no channel got another channel's data (exit $rc, $(since "$t"))"
+        indent "$out.out" | tail -n 60
+        indent "$out.err" | tail -n 60
+    elif ! grep -qE '^(PASS|FAIL)'$'\t' "$out.out"; then
+        pass "$LABEL: two_channels.py $1: no channel got another channel's data" \
+            "($(sed -n 's/^two_channels: \([0-9].*checked\)$/\1/p' "$out.out"); $(since "$t"))"
+    fi
+}
+
 # fault_checks DEV NODE_VAR: CI overrides against the real kernel's uhid (latchkeyctl
 # overrides add): a denied makeCredential fails fido2-cred and the next one works; a
 # drop-connection on makeCredential destroys the uhid device and creates it again
@@ -396,8 +428,9 @@ suite_base() {
             fi
         fi
         want faults && fault_checks "$UHID_NODE" UHID_NODE
-        # last: it sets a PIN, which the checks above do without
+        # last: they set a PIN, which the checks above do without
         want ctap21 && ctap21_checks "$UHID_NODE"
+        want channels && channel_checks "$UHID_NODE"
     fi
     stop_daemon "$UHID_NODE"
     log_problems
@@ -407,6 +440,7 @@ suite_base() {
         want tools && fido2_tool_checks "$USBIP_NODE" "$USBIP_AAGUID"
         want python && python_checks "$USBIP_NODE" "$USBIP_AAGUID"
         want ctap21 && ctap21_checks "$USBIP_NODE"
+        want channels && channel_checks "$USBIP_NODE"
     fi
     usbip_stop
 }
