@@ -1,0 +1,241 @@
+#!/usr/bin/env python3
+"""The browser matrix: one real browser (Chromium through chromedriver, or Firefox ESR
+through Marionette) runs the four WebAuthn flows against the latchkey key that
+guest-checks.sh has plugged in, and python-fido2's Fido2Server verifies every result.
+
+    matrix.py --browser chromium|firefox --browser-log FILE [--timeout-ms 60000]
+
+Runs inside the rig guest on the browsers image, as a coprocess of guest-checks.sh
+(--suite browsers). It serves a page on http://localhost (a secure context), starts
+one browser session, prints READY, then reads commands on stdin, one a line:
+
+    run TRANSPORT MODE AAGUID [PIN]
+        the four cells of this key, in order, each a PASS/FAIL line:
+          discoverable create     residentKey required, userVerification required
+          non-discoverable create residentKey discouraged, userVerification preferred
+          allowList get           allowCredentials [the non-discoverable one], uv preferred
+          usernameless get        no allowCredentials, uv required: must pick the
+                                  discoverable credential and return its user handle
+        Every result goes through Fido2Server (register_complete with the packed
+        attestation's signature, authenticate_complete); the credential carries AAGUID;
+        the flags are UP=1 UV=1 BE=0 BS=0; credProps.rk says what was asked; each
+        assertion's signature counter is above the credential's last one. MODE is
+        "uv" (a key whose policy grants built-in UV: no PIN prompt may appear) or
+        "pin" (a key with PIN: the test answers the browser's PIN prompt, and each
+        cell must have shown it). Then DONE TRANSPORT MODE.
+    quit
+        (or end of input) closes the browser.
+
+A failing cell prints, after its FAIL line, the browser's own log lines of that step
+("#   | ..."). Only one authenticator may be present during a run: a browser sends
+the request to every key it finds. Details go to stderr ("# ...").
+"""
+
+from __future__ import annotations
+
+import time
+
+T0 = time.monotonic()
+
+import argparse
+import os
+import sys
+
+from fido2.utils import websafe_decode
+from fido2.webauthn import (
+    AttestationObject,
+    AuthenticatorAttachment,
+    AuthenticatorData,
+    ResidentKeyRequirement,
+    UserVerificationRequirement,
+)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))  # Tests/kernel: rp.py
+
+import rp  # noqa: E402
+from common import RequestFailed, fail_line, log, say, serve_page, show_log  # noqa: E402
+
+RP_ID = "localhost"
+REQUIRED = UserVerificationRequirement.REQUIRED
+PREFERRED = UserVerificationRequirement.PREFERRED
+
+
+def check_flags(auth_data: AuthenticatorData) -> str:
+    """UP and UV set (both modes verify the user), BE and BS clear (a device-bound key)."""
+    flags = {"UP": auth_data.is_user_present(), "UV": auth_data.is_user_verified(),
+             "BE": auth_data.is_backup_eligible(), "BS": auth_data.is_backed_up()}
+    want = {"UP": True, "UV": True, "BE": False, "BS": False}
+    assert flags == want, f"flags {flags}, expected {want}"
+    return "UP UV"
+
+
+class Session:
+    """The four cells against one key (one transport, one mode)."""
+
+    def __init__(self, browser, transport: str, mode: str, aaguid: str, pin: str | None):
+        self.browser = browser
+        self.mode = mode
+        self.aaguid = aaguid.lower().replace("-", "")
+        self.pin = pin if mode == "pin" else None
+        self.prefix = f"{browser.name} {transport} {mode}"
+        self.server = rp.make_server(RP_ID)
+        self.credentials = {}  # flow -> (AttestedCredentialData, user entity)
+        self.counters = {}  # credential id -> last signature counter
+        self.passed = 0
+
+    def prompts(self) -> str:
+        """The PIN prompts of the request are what the mode says: one or more with a PIN, none with built-in UV."""
+        n = self.browser.pin_prompts
+        if self.mode == "pin":
+            assert n >= 1, "no PIN prompt was answered, yet the key has a PIN and no built-in UV"
+            return f"{n} PIN prompt{'s' if n > 1 else ''} answered"
+        assert n == 0, f"{n} PIN prompt(s) appeared for a key with policy-granted built-in UV"
+        return "no prompt"
+
+    def cell(self, flow: str, fn, *requires: str) -> None:
+        name = f"{self.prefix}: {flow}"
+        missing = [r for r in requires if r not in self.credentials]
+        if missing:
+            fail_line(name, f"prerequisite failed: {', '.join(missing)}")
+            return
+        t = time.monotonic()
+        try:
+            detail = fn()
+        except RequestFailed as e:
+            fail_line(name, f"{e.args[0]} ({time.monotonic() - t:.1f} s)")
+            show_log(e.args[1])
+            return
+        except Exception as e:  # noqa: BLE001 - every failure is a failed cell
+            fail_line(name, e)
+            show_log(self.browser.log.since(self.mark))
+            return
+        self.passed += 1
+        say(f"PASS\t{name} ({time.monotonic() - t:.1f} s: {detail})")
+
+    def request(self, options, kind: str) -> dict:
+        public_key = dict(options)["publicKey"]
+        public_key["timeout"] = self.browser.args.timeout_ms
+        self.mark = self.browser.log.mark()
+        return self.browser.request(public_key, kind, self.pin)
+
+    def create(self, flow: str, resident: bool) -> str:
+        user = rp.new_user(f"{self.browser.name}-{'rk' if resident else 'nonrk'}")
+        options, state = self.server.register_begin(
+            user,
+            resident_key_requirement=ResidentKeyRequirement.REQUIRED if resident
+            else ResidentKeyRequirement.DISCOURAGED,
+            user_verification=REQUIRED if resident else PREFERRED,
+            authenticator_attachment=AuthenticatorAttachment.CROSS_PLATFORM,
+            extensions={"credProps": True})
+        result = self.request(options, "create")
+        credential_json = result["credential"]
+        auth_data = self.server.register_complete(state, credential_json)
+        credential = auth_data.credential_data
+        assert credential is not None, "no attested credential data"
+        got = bytes(credential.aaguid).hex()
+        assert got == self.aaguid, f"aaguid {got}: not the key under test ({self.aaguid})"
+        flags = check_flags(auth_data)
+        rk = (credential_json.get("clientExtensionResults") or {}).get("credProps", {}).get("rk")
+        assert rk is resident, f"credProps.rk is {rk!r}, asked for a {'' if resident else 'non-'}discoverable credential"
+        fmt = AttestationObject(websafe_decode(credential_json["response"]["attestationObject"])).fmt
+        prompts = self.prompts()
+        self.credentials[flow] = (credential, user)
+        self.counters[bytes(credential.credential_id)] = auth_data.counter
+        return f"{result['ms']} ms in the page, fmt {fmt}, {flags}, rk {rk}, sign count {auth_data.counter}, {prompts}"
+
+    def get(self, flow: str, allow: str | None, expect: str) -> str:
+        credential, user = self.credentials[expect]
+        options, state = self.server.authenticate_begin(
+            [self.credentials[allow][0]] if allow else None,
+            user_verification=PREFERRED if allow else REQUIRED)
+        if not allow:
+            assert not dict(options)["publicKey"].get("allowCredentials"), "a usernameless get lists credentials"
+        result = self.request(options, "get")
+        response = result["credential"]["response"]
+        everything = [c for c, _ in self.credentials.values()]
+        matched = self.server.authenticate_complete(state, everything, result["credential"])
+        assert bytes(matched.credential_id) == bytes(credential.credential_id), \
+            f"the assertion is by {expect!r}'s credential? it is by another one"
+        if not allow:
+            handle = websafe_decode(response.get("userHandle") or "")
+            assert handle == bytes(user.id), f"userHandle {handle.hex()} is not the user's id {bytes(user.id).hex()}"
+        auth_data = AuthenticatorData(websafe_decode(response["authenticatorData"]))
+        flags = check_flags(auth_data)
+        key = bytes(credential.credential_id)
+        assert auth_data.counter > self.counters[key], \
+            f"sign count {auth_data.counter} is not above the credential's last one, {self.counters[key]}"
+        before, self.counters[key] = self.counters[key], auth_data.counter
+        prompts = self.prompts()
+        return (f"{result['ms']} ms in the page, {flags}, sign count {before} -> {auth_data.counter}"
+                f"{', user handle returned' if not allow else ''}, {prompts}")
+
+    def run(self) -> int:
+        t = time.monotonic()
+        self.mark = self.browser.log.mark()
+        self.cell("discoverable create", lambda: self.create("discoverable create", True))
+        self.cell("non-discoverable create", lambda: self.create("non-discoverable create", False))
+        self.cell("allowList get", lambda: self.get("allowList get", "non-discoverable create",
+                                                    "non-discoverable create"),
+                  "non-discoverable create")
+        self.cell("usernameless get", lambda: self.get("usernameless get", None, "discoverable create"),
+                  "discoverable create")
+        log(f"{self.prefix}: {self.passed}/4 cells passed in {time.monotonic() - t:.1f} s")
+        return self.passed
+
+
+def make_browser(args, url: str):
+    if args.browser == "chromium":
+        from chromium import Chromium
+        return Chromium(args, url)
+    if args.browser == "firefox":
+        from firefox import Firefox
+        return Firefox(args, url)
+    raise SystemExit(f"unknown browser {args.browser}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--browser", required=True, choices=("chromium", "firefox"))
+    ap.add_argument("--browser-log", required=True, help="the browser's own log (FIDO/WebAuthn lines)")
+    ap.add_argument("--timeout-ms", type=int, default=60000, help="WebAuthn timeout of each request")
+    ap.add_argument("--work", default="/tmp", help="profiles and driver logs go under this directory")
+    args = ap.parse_args()
+
+    http, url = serve_page()
+    browser = make_browser(args, url)
+    start_name = f"{args.browser}: session on {url} (secure context, WebAuthn JSON)"
+    ok = False
+    try:
+        t0 = time.monotonic()
+        browser.start()
+        say(f"PASS\t{start_name} ({time.monotonic() - t0:.1f} s; {time.monotonic() - T0:.1f} s since python started)")
+        ok = True
+    except Exception as e:  # noqa: BLE001
+        fail_line(start_name, e)
+        show_log(browser.log.since(0))
+    say("READY" if ok else "DONE start")
+    try:
+        for line in sys.stdin:
+            words = line.split()
+            if not words:
+                continue
+            if words[0] == "quit":
+                break
+            if words[0] == "run" and len(words) in (4, 5):
+                _, transport, mode, aaguid, *pin = words
+                if ok:
+                    Session(browser, transport, mode, aaguid, pin[0] if pin else None).run()
+                say(f"DONE {transport} {mode}")
+            else:
+                log(f"unknown command {line.strip()!r}")
+                say("DONE ? ?")
+    finally:
+        browser.close()
+        http.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
