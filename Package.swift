@@ -27,6 +27,9 @@ let package = Package(
         .library(name: "USBIP", targets: ["USBIP"]),
         .library(name: "LatchkeySystem", targets: ["LatchkeySystem"]),
         .library(name: "LatchkeyNames", targets: ["LatchkeyNames"]),
+        // Only for the fuzzers in Fuzz/ (its JSON parsers, through @_spi(Fuzzing)); the
+        // daemon is an application, not an API.
+        .library(name: "LatchkeyDaemon", targets: ["LatchkeyDaemon"]),
         .executable(name: "latchkeyd", targets: ["latchkeyd"]),
         .executable(name: "latchkeyctl", targets: ["latchkeyctl"]),
     ],

@@ -8,9 +8,10 @@
 #   FUZZ_FLAGS  extra libFuzzer flags, e.g. FUZZ_FLAGS="-max_total_time=600 -jobs=2"
 #
 # Each fuzzer keeps its corpus in .build/fuzz-corpus/NAME and starts from the kept crashers
-# of its test target (Tests/<NAME without Fuzz>Tests/Crashers) when there are any. A crash
-# leaves its input in fuzz-artifacts/NAME-crash-…: copy it into that Crashers directory once
-# fixed, so the test suite replays it. Exits non-zero if any fuzzer found a crash.
+# of its test target (Tests/<NAME without Fuzz>Tests/Crashers; for the daemon's JSON
+# fuzzers Tests/LatchkeyDaemonTests/Crashers/NAME) when there are any. A crash leaves its
+# input in fuzz-artifacts/NAME-crash-…: copy it into that Crashers directory once fixed, so
+# the test suite replays it. Exits non-zero if any fuzzer found a crash.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -53,10 +54,11 @@ for name in "${fuzzers[@]}"; do
     corpus=".build/fuzz-corpus/$name"
     mkdir -p "$corpus"
     seeds=()
-    crashers="Tests/${name#Fuzz}Tests/Crashers"
-    if [[ -d "$crashers" ]]; then
-        seeds+=("$crashers")
-    fi
+    for crashers in "Tests/${name#Fuzz}Tests/Crashers" "Tests/LatchkeyDaemonTests/Crashers/$name"; do
+        if [[ -d "$crashers" ]]; then
+            seeds+=("$crashers")
+        fi
+    done
     # Hand-made valid inputs, so short runs reach past the parsers.
     if [[ -d "Fuzz/Seeds/$name" ]]; then
         seeds+=("Fuzz/Seeds/$name")

@@ -10,7 +10,10 @@ extension Authenticator {
     func makeCredential(_ cbor: CBORValue) async throws(CTAPStatus) -> MakeCredentialResponse {
         let request = try reading { () throws(CBORError) in try MakeCredentialRequest(cbor: cbor) }
         guard request.clientDataHash.count == 32 else { throw .invalidLength }
-        guard request.user.id.count <= 64 else { throw .invalidLength }
+        // A user handle is 1 to 64 bytes (WebAuthn §5.4.3, CTAP 2.1 §6.1); an
+        // empty one breaks platforms at getAssertion (w3c/webauthn#1536), so it
+        // is refused like an overlong one (README "CBOR strictness").
+        guard UserEntity.idLengths.contains(request.user.id.count) else { throw .invalidLength }
 
         // Steps 1–2: touch probe and pinUvAuthProtocol.
         let pinUvAuthProtocol = try await checkPinUvAuthProbe(

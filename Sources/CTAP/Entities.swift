@@ -23,9 +23,16 @@ public struct RelyingPartyEntity: Sendable, Equatable {
     }
 }
 
-/// PublicKeyCredentialUserEntity: `id` (required, at most 64 bytes), `name`,
+/// PublicKeyCredentialUserEntity: `id` (required, 1 to 64 bytes), `name`,
 /// `displayName`.
 public struct UserEntity: Sendable, Equatable {
+    /// The lengths a user handle may have in a makeCredential: 1 to 64 bytes.
+    /// CTAP 2.1 §6.1 takes the user entity from WebAuthn, whose user handle
+    /// has "a maximum size of 64 bytes" (§5.4.3) and, since Level 3, must not
+    /// be empty (w3c/webauthn#1536: empty handles break platforms). Outside
+    /// them the request gets CTAP1_ERR_INVALID_LENGTH.
+    public static let idLengths = 1...64
+
     /// `id`: the user handle.
     public var id: [UInt8]
     /// `name`.

@@ -20,6 +20,11 @@ struct ExchangeEnvelope: Codable, Sendable, Equatable {
     /// 256 MiB, twice what the default parameters take, so that a file
     /// cannot make the daemon allocate without bound.
     static let maxMemoryBytes: UInt64 = 256 << 20
+    /// The most work an envelope may ask for: N·r·p at most 2^21, twice
+    /// what the default parameters take (about a second). The memory cap
+    /// alone leaves p free up to 2^20, and an envelope with such a p (at a
+    /// memory cost within the cap) would keep a worker thread busy for days.
+    static let maxCost: UInt64 = 1 << 21
 
     struct KDF: Codable, Sendable, Equatable {
         var name: String
@@ -81,8 +86,18 @@ struct ExchangeEnvelope: Codable, Sendable, Equatable {
         )
     }
 
-    /// The plaintext, once the fields are checked and the tag verifies.
-    func open(passphrase: String) throws(Failure) -> [UInt8] {
+    /// What `open` needs, read from the fields once they are checked.
+    struct Checked: Equatable {
+        var salt: [UInt8]
+        var nonce: [UInt8]
+        var sealed: [UInt8]
+        var parameters: Scrypt.Parameters
+    }
+
+    /// Checks every field before any key is derived: the names, the
+    /// base64url encodings and lengths, and the scrypt costs against the
+    /// memory and work caps.
+    func checked() throws(Failure) -> Checked {
         func malformed(_ reason: String) -> Failure { Failure(kind: .malformed, reason: reason) }
         guard format == Self.format else { throw malformed("unknown envelope format \(format)") }
         guard kdf.name == "scrypt" else { throw malformed("unknown KDF \(kdf.name)") }
@@ -97,20 +112,36 @@ struct ExchangeEnvelope: Codable, Sendable, Equatable {
             throw malformed("the ciphertext is not base64url")
         }
         let parameters = Scrypt.Parameters(n: kdf.N, r: kdf.r, p: kdf.p)
+        let (nr, nrOverflow) = kdf.N.multipliedReportingOverflow(by: UInt64(kdf.r))
+        let (cost, costOverflow) = nr.multipliedReportingOverflow(by: UInt64(kdf.p))
+        guard !nrOverflow, !costOverflow, cost <= Self.maxCost else {
+            throw malformed("scrypt parameters refused (N·r·p at most \(Self.maxCost))")
+        }
+        return Checked(salt: salt, nonce: nonce, sealed: sealed, parameters: parameters)
+    }
+
+    /// The plaintext, once the fields are checked and the tag verifies.
+    func open(passphrase: String) throws(Failure) -> [UInt8] {
+        let checked = try checked()
         let key: [UInt8]
         do {
             key = try Scrypt.deriveKey(
                 passphrase: Array(passphrase.precomposedStringWithCanonicalMapping.utf8),
-                salt: salt,
-                parameters: parameters,
+                salt: checked.salt,
+                parameters: checked.parameters,
                 outputByteCount: 32,
                 memoryLimit: Self.maxMemoryBytes
             )
         } catch {
-            throw malformed("scrypt parameters refused (N a power of two, at most \(Self.maxMemoryBytes >> 20) MiB)")
+            throw Failure(
+                kind: .malformed,
+                reason: "scrypt parameters refused (N a power of two, at most \(Self.maxMemoryBytes >> 20) MiB)"
+            )
         }
         do {
-            return try AES256GCM.open(sealed, key: key, nonce: nonce, authenticating: Array(format.utf8))
+            return try AES256GCM.open(
+                checked.sealed, key: key, nonce: checked.nonce, authenticating: Array(format.utf8)
+            )
         } catch {
             throw Failure(
                 kind: .decryptionFailed,

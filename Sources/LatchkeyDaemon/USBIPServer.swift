@@ -3,7 +3,9 @@
 // sans-I/O in the USBIP target). An imported key gets its own HID session;
 // output reports reach it through one serial queue per connection, input
 // reports come back on the connection's event loop. TCP_NODELAY is on: without
-// it each CTAPHID exchange waits ~40 ms for Nagle.
+// it each CTAPHID exchange waits ~40 ms for Nagle. Remote half-closure is
+// allowed, so that a client that shuts down its side halfway through a request
+// still reads the request's error reply before the connection closes.
 
 import CTAPHID
 import Logging
@@ -60,6 +62,7 @@ final class USBIPServer: Sendable {
         let bootstrap = ServerBootstrap(group: server.group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { channel in
                 guard server.admit(channel) else { return channel.close() }
                 return channel.eventLoop.makeCompletedFuture {
@@ -188,12 +191,39 @@ final class USBIPConnectionHandler: ChannelInboundHandler {
         logger.debug("USB/IP connection")
         let channel = context.channel
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let contextBound = NIOLoopBound(context, eventLoop: context.eventLoop)
         context.eventLoop.scheduleTask(in: USBIPServer.importTimeout) {
             guard handler.value.attached == nil, channel.isActive else { return }
             handler.value.logger.info("USB/IP connection closed: no key imported within \(USBIPServer.importTimeout.nanoseconds / 1_000_000_000) s")
-            channel.close(promise: nil)
+            // A request begun and never finished still gets its error reply.
+            handler.value.inputEnded(context: contextBound.value)
         }
         context.fireChannelActive()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        // The client shut down its side: nothing more will come.
+        if let event = event as? ChannelEvent, event == .inputClosed {
+            inputEnded(context: context)
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    /// Answers a request the client left unfinished, if any, and closes.
+    private func inputEnded(context: ChannelHandlerContext) {
+        guard var connection else {
+            context.close(promise: nil)
+            return
+        }
+        let actions = connection.inputEnded()
+        self.connection = connection
+        guard !actions.isEmpty else {
+            // Closed already; make sure the channel follows.
+            context.close(promise: nil)
+            return
+        }
+        perform(actions, context: context)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -244,8 +274,12 @@ final class USBIPConnectionHandler: ChannelInboundHandler {
             case .deliverOutputReport(_, let report):
                 attached?.queue.yield(report)
             case .close:
+                // Debug only: a peer sending garbage must not be able to fill the log.
                 if let failure = connection?.failure {
-                    logger.warning("closing a USB/IP connection after a protocol error", metadata: ["error": "\(failure)"])
+                    logger.debug(
+                        wrote ? "USB/IP request refused" : "closing a USB/IP connection after a protocol error",
+                        metadata: ["error": "\(failure)"]
+                    )
                 }
                 if wrote { context.flush() }
                 context.close(promise: nil)

@@ -12,9 +12,15 @@ public enum USBIPVersion {
 /// The code of an OP_* message, the second field of every OP_* header (usbip_protocol.rst,
 /// "Message Format"; `OP_REQUEST` is 0x8000, `OP_REPLY` 0x0000 in usbip_network.h).
 ///
-/// A closed set: these four are the operations Linux implements; any other code is a
-/// protocol error and the connection is closed, as usbipd does.
+/// A closed set: these four are the operations Linux implements. Another code with the
+/// request bit (``requestBit``) set is a request latchkey does not implement, answered with
+/// the common header alone and an error status (``USBIPOpRepStatus``); any other code is a
+/// protocol error and the connection is closed.
 public enum USBIPOperationCode: UInt16, Sendable {
+    /// `OP_REQUEST` (0x8000, usbip_network.h): set in the code of every request, clear in
+    /// the code of its reply, which is otherwise the same.
+    public static let requestBit: UInt16 = 0x8000
+
     /// OP_REQ_DEVLIST (0x8005): retrieve the list of exported USB devices.
     case reqDevlist = 0x8005
     /// OP_REP_DEVLIST (0x0005): the list of exported USB devices.

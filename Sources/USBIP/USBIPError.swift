@@ -1,14 +1,16 @@
 // Local USB/IP failures: malformed or hostile bytes, and messages the protocol does not
-// allow at that point. Each one ends the connection; they carry context for the log and
-// never reach the peer (USB/IP has no error message to send).
+// allow at that point. Each one ends the connection and carries context for the log. Only
+// the status of an OP_REP_* reaches the peer (an OP_REQ_* whose code was read gets its reply
+// with an error status first); USB/IP has no error message for anything else.
 
-/// Why decoding a USB/IP message, or a connection, failed. Equal by code.
-public struct USBIPError: Error, Equatable, CustomStringConvertible {
+/// Why decoding a USB/IP message, or a connection, failed. Equal (and hashed) by code.
+public struct USBIPError: Error, Hashable, CustomStringConvertible {
     /// The kind of failure.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         let name: String
-        /// Fewer bytes than the message needs (only from a whole-message `init(bytes:)`; a
-        /// stream decoder waits for more instead).
+        /// Fewer bytes than the message needs (from a whole-message `init(bytes:)`; a stream
+        /// decoder waits for more instead, and a connection whose client stops sending in the
+        /// middle of a message ends with this).
         public static let truncated = Code(name: "truncated")
         /// Bytes left over after a whole message.
         public static let trailingBytes = Code(name: "trailing bytes")
@@ -66,6 +68,9 @@ public struct USBIPError: Error, Equatable, CustomStringConvertible {
 
     /// Errors are equal when their codes are, so that tests can match them.
     public static func == (lhs: USBIPError, rhs: USBIPError) -> Bool { lhs.code == rhs.code }
+
+    /// Hashes the code alone, as equality compares it alone.
+    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
 
     /// The code, the reason and where the error was made, for the log.
     public var description: String { "USB/IP \(code): \(reason) (\(file):\(line))" }

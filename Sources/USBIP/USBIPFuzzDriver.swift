@@ -20,9 +20,11 @@
 ///   the devid of "1-2" instead of "1-1"; bit 7 sends it one byte per `receive`.
 /// - 2: an input report from the key, 64 copies of the next byte.
 /// - 3: by bits 2–4: 0, the client disconnects (`disconnected()`; a new connection begins);
-///   1, "1-2" becomes busy or free; otherwise `op >> 5` input reports.
+///   1, "1-2" becomes busy or free; 2, the client's input ends (`inputEnded()`); otherwise
+///   `op >> 5` input reports.
 ///
-/// Invariants: no action follows `.close` until `disconnected()`; every `.send`, read by a
+/// Invariants: no action follows `.close` until `disconnected()`; an OP_REQ_* the connection
+/// refuses, or cuts short with `inputEnded()`, is answered before the close; every `.send`, read by a
 /// ``USBIPClientDecoder`` that knows each command the connection decoded, is well-formed whole
 /// replies — each answers an outstanding command, an IN reply's `actual_length` never
 /// exceeds the URB's `transfer_buffer_length`, an URB unlinked with -ECONNRESET never gets a
@@ -81,6 +83,8 @@ public enum USBIPFuzzDriver {
         var closed = false
         /// The bus id the server's OP_REP_IMPORT named.
         var importedBusID: String?
+        /// Whether the mirror saw a request the connection must refuse with a reply.
+        var expectsRefusal = false
         var nextSeqnum: UInt32 = 1
         var recentSeqnums: [UInt32] = []
         var violations: [String] = []
@@ -117,6 +121,7 @@ public enum USBIPFuzzDriver {
                     switch (op >> 2) & 7 {
                     case 0: disconnect()
                     case 1: connection.unavailableBusIDs.formSymmetricDifference(["1-2"])
+                    case 2: endInput()
                     default: for _ in 0..<(op >> 5) { report(op) }
                     }
                 }
@@ -208,6 +213,12 @@ public enum USBIPFuzzDriver {
             )
         }
 
+        mutating func endInput() {
+            expectsRefusal = expectsRefusal || (!mirrorStopped && mirror.partialRequestCode != nil)
+            check(connection.inputEnded(), during: "inputEnded")
+            if !closed { violations.append("inputEnded: the connection stayed open") }
+        }
+
         mutating func disconnect() {
             connection.disconnected()
             if connection.isClosed || connection.attachedBusID != nil || connection.pendingInputURBCount != 0
@@ -220,6 +231,7 @@ public enum USBIPFuzzDriver {
             client = USBIPClientDecoder(maximumTransferBufferLength: configuration.maximumTransferBufferLength)
             closed = false
             importedBusID = nil
+            expectsRefusal = false
         }
 
         /// Decodes the client's bytes as the connection will, and tells the client decoder of
@@ -241,6 +253,10 @@ public enum USBIPFuzzDriver {
                 case .opReqDevlist:
                     mirrorStopped = true
                     return
+                case .rejectedRequest:
+                    expectsRefusal = true
+                    mirrorStopped = true
+                    return
                 case .opReqImport(let request):
                     guard exports.contains(where: { $0.busid == request.busid }),
                         !connection.unavailableBusIDs.contains(request.busid)
@@ -258,6 +274,7 @@ public enum USBIPFuzzDriver {
         }
 
         mutating func check(_ actions: [USBIPServerConnection.Action], during call: String) {
+            var sent = false
             for action in actions {
                 if closed {
                     violations.append("\(call): \(action) after .close")
@@ -265,6 +282,7 @@ public enum USBIPFuzzDriver {
                 }
                 switch action {
                 case .send(let bytes):
+                    sent = true
                     client.append(bytes)
                     do throws(USBIPError) {
                         while let message = try client.next() {
@@ -287,6 +305,9 @@ public enum USBIPFuzzDriver {
                         violations.append("\(call): an output report for \(busid), not the imported device")
                     }
                 case .close:
+                    if expectsRefusal && !sent {
+                        violations.append("\(call): a refused request got no reply before the close")
+                    }
                     closed = true
                 }
             }

@@ -17,15 +17,20 @@ extension USBIPWireMessage {
     }
 }
 
+/// Reads the version of an OP_* header and checks it.
+func readOperationVersion(_ reader: inout ByteReader) throws(USBIPError) {
+    let version = try reader.readUInt16()
+    guard version == USBIPVersion.current else {
+        throw USBIPError(.unsupportedVersion, "version 0x\(String(version, radix: 16))")
+    }
+}
+
 /// Reads the common OP_* header and checks its version and code.
 func readOperationHeader(
     _ reader: inout ByteReader,
     expecting code: USBIPOperationCode
 ) throws(USBIPError) -> UInt32 {
-    let version = try reader.readUInt16()
-    guard version == USBIPVersion.current else {
-        throw USBIPError(.unsupportedVersion, "version 0x\(String(version, radix: 16))")
-    }
+    try readOperationVersion(&reader)
     let rawCode = try reader.readUInt16()
     guard rawCode == code.rawValue else {
         throw USBIPError(.unexpectedMessage, "code 0x\(String(rawCode, radix: 16)) where \(code) was expected")
@@ -429,5 +434,100 @@ public struct USBIPOpRepImport: USBIPWireMessage {
     public func encode(into bytes: inout [UInt8]) {
         appendOperationHeader(.repImport, status: status.rawValue, to: &bytes)
         device?.encode(into: &bytes)
+    }
+}
+
+/// The common header alone as a reply (`struct op_common`, usbip_network.h): latchkey's
+/// answer to an OP_REQ_* it does not implement, with the request's code less
+/// ``USBIPOperationCode/requestBit`` and an error status.
+///
+/// | Offset | Length | Value | Field |
+/// | --- | --- | --- | --- |
+/// | 0 | 2 | 0x0111 | USBIP version |
+/// | 2 | 2 | | reply code: the request's code without 0x8000 |
+/// | 4 | 4 | | status: not 0 |
+///
+/// usbip's own clients read this header before anything else and stop at a status other
+/// than 0 (`usbip_net_recv_op_common`), so the header alone is a whole answer to any request.
+public struct USBIPOpRepStatus: USBIPWireMessage {
+    /// The reply code: a request's code with the request bit clear.
+    public var code: UInt16
+    /// The reply's status; never ``USBIPOperationStatus/ok``.
+    public var status: USBIPOperationStatus
+
+    /// The reply to a request of code `requestCode`: its code less the request bit, with
+    /// `status`, which must not be ``USBIPOperationStatus/ok`` (a programmer error otherwise:
+    /// an OK reply would promise a body).
+    public init(answering requestCode: UInt16, status: USBIPOperationStatus) {
+        precondition(status != .ok, "a bare reply header carries a failure status")
+        self.code = requestCode & ~USBIPOperationCode.requestBit
+        self.status = status
+    }
+
+    /// Decodes exactly one 8-byte header whose code is a reply's and whose status is not 0.
+    public init(bytes: [UInt8]) throws(USBIPError) {
+        var reader = ByteReader(bytes)
+        try self.init(reader: &reader)
+        try reader.expectEnd("a reply header")
+    }
+
+    init(reader: inout ByteReader) throws(USBIPError) {
+        try readOperationVersion(&reader)
+        code = try reader.readUInt16()
+        guard code & USBIPOperationCode.requestBit == 0 else {
+            throw USBIPError(.unexpectedMessage, "code 0x\(String(code, radix: 16)) is a request's")
+        }
+        status = USBIPOperationStatus(rawValue: try reader.readUInt32())
+        guard status != .ok else {
+            throw USBIPError(.unknownOperation, "an OK reply of unknown code 0x\(String(code, radix: 16))")
+        }
+    }
+
+    /// Appends the 8 bytes.
+    public func encode(into bytes: inout [UInt8]) {
+        bytes.appendBigEndian(USBIPVersion.current)
+        bytes.appendBigEndian(code)
+        bytes.appendBigEndian(status.rawValue)
+    }
+}
+
+/// An OP_REQ_* the server read far enough to know its code and cannot serve: another
+/// protocol version, a code latchkey does not implement, a bus id without its terminating
+/// zero or not UTF-8, or a request the client stopped sending halfway through.
+///
+/// usbip_protocol.rst gives every request a reply whose status says whether it worked, so
+/// such a request gets that reply with status ST_NA (1, "1 for error" in usbip_protocol.rst,
+/// the only error status it defines) rather than a closed connection: a client waiting for
+/// the reply reads an error at once instead of waiting for its timeout. The connection
+/// closes after the reply.
+public struct USBIPRejectedRequest: Hashable, Sendable {
+    /// The request's code as sent, ``USBIPOperationCode/requestBit`` set.
+    public var code: UInt16
+    /// Why it is refused, for the log.
+    public var reason: USBIPError
+
+    /// A refusal of the request of code `code`, which must have the request bit set (a
+    /// programmer error otherwise).
+    public init(code: UInt16, reason: USBIPError) {
+        precondition(code & USBIPOperationCode.requestBit != 0, "only a request is refused with a reply")
+        self.code = code
+        self.reason = reason
+    }
+
+    /// The status every refusal carries.
+    public static let status = USBIPOperationStatus.notAvailable
+
+    /// The reply: OP_REP_IMPORT with status 1 and no device record for OP_REQ_IMPORT;
+    /// OP_REP_DEVLIST with status 1 and no devices for OP_REQ_DEVLIST; the common header
+    /// with the request's reply code and status 1 (``USBIPOpRepStatus``) for any other code.
+    public var reply: [UInt8] {
+        switch USBIPOperationCode(rawValue: code) {
+        case .reqImport:
+            USBIPOpRepImport(failure: Self.status).encodedBytes
+        case .reqDevlist:
+            USBIPOpRepDevlist(status: Self.status, devices: []).encodedBytes
+        default:
+            USBIPOpRepStatus(answering: code, status: Self.status).encodedBytes
+        }
     }
 }

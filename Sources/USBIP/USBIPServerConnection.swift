@@ -71,11 +71,16 @@ public struct USBIPExport: Hashable, Sendable {
 ///
 /// The connection closes (``Action/close``, after any reply) when a listing is sent, when an
 /// import fails (OP_REP_IMPORT status 1 for an unknown bus id, 2 for one in
-/// ``unavailableBusIDs``), and on every protocol error — malformed or hostile bytes (see
-/// ``USBIPServerDecoder``), a second import, a `devid` other than the imported device's, a
-/// seqnum reused while its URB is held, more than
+/// ``unavailableBusIDs``), and on every protocol error. Before the import, every OP_REQ_*
+/// whose code could be read gets its reply with status 1 first (``USBIPRejectedRequest``):
+/// one of another version, of a code latchkey does not implement, with a bus id that is not
+/// zero-terminated UTF-8, or cut short by the end of the client's input (``inputEnded()``).
+/// Everything else closes without a reply, as USB/IP has no error message: bytes that are no
+/// request (a reply's code, another protocol), and after the import malformed or hostile URB
+/// commands (see ``USBIPServerDecoder``), an OP_* message, a `devid` other than the
+/// imported device's, a seqnum reused while its URB is held, more than
 /// ``Configuration/maximumPendingInputURBs`` held IN URBs. The error is kept in ``failure``
-/// for the log; nothing is sent for it, as USB/IP has no error message.
+/// for the log.
 public struct USBIPServerConnection: Sendable {
     /// Something the daemon must do, in order.
     public enum Action: Hashable, Sendable {
@@ -206,6 +211,26 @@ public struct USBIPServerConnection: Sendable {
         return [Self.completion(of: urb, with: report)]
     }
 
+    /// The client will send nothing more: it shut down its side of the connection, or the
+    /// daemon gave up waiting for its request. An OP_REQ_* cut short, once its code is known,
+    /// gets its reply with an error status (``USBIPRejectedRequest``); then the connection
+    /// closes. Bytes of any other unfinished message are kept in ``failure`` as
+    /// ``USBIPError/Code/truncated``.
+    public mutating func inputEnded() -> [Action] {
+        guard !isClosed else { return [] }
+        var actions: [Action] = []
+        if let code = decoder.partialRequestCode {
+            let reason = USBIPError(.truncated, "the input ended \(decoder.bufferedByteCount) bytes into a request")
+            reject(USBIPRejectedRequest(code: code, reason: reason), actions: &actions)
+            return actions
+        }
+        if decoder.bufferedByteCount > 0 {
+            failure = USBIPError(.truncated, "the input ended \(decoder.bufferedByteCount) bytes into a message")
+        }
+        close(&actions)
+        return actions
+    }
+
     /// The client went away: forget the import, everything in flight and queued, and any
     /// partial message, so the value can serve a new connection. ``unavailableBusIDs`` is the
     /// daemon's and stays.
@@ -238,7 +263,16 @@ public struct USBIPServerConnection: Sendable {
             try submit(command, actions: &actions)
         case .cmdUnlink(let command):
             try unlink(command, actions: &actions)
+        case .rejectedRequest(let request):
+            reject(request, actions: &actions)
         }
+    }
+
+    /// Answers a request that cannot be served with its error reply, and closes.
+    private mutating func reject(_ request: USBIPRejectedRequest, actions: inout [Action]) {
+        failure = request.reason
+        actions.append(.send(request.reply))
+        close(&actions)
     }
 
     private mutating func importDevice(_ busid: String, actions: inout [Action]) {

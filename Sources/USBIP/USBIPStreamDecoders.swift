@@ -49,20 +49,16 @@ struct InputBuffer: Sendable {
     }
 }
 
-/// Checks the version and code of an OP_* header as soon as their bytes are there, and
-/// returns the code once it is.
-private func operationCode(in buffer: InputBuffer) throws(USBIPError) -> USBIPOperationCode? {
+/// Checks the version of an OP_* reply header as soon as its bytes are there, and returns
+/// the code once it is.
+private func replyCode(in buffer: InputBuffer) throws(USBIPError) -> UInt16? {
     guard buffer.count >= 2 else { return nil }
     let version = buffer.uint16(at: 0)
     guard version == USBIPVersion.current else {
         throw USBIPError(.unsupportedVersion, "version 0x\(String(version, radix: 16))")
     }
     guard buffer.count >= 4 else { return nil }
-    let rawCode = buffer.uint16(at: 2)
-    guard let code = USBIPOperationCode(rawValue: rawCode) else {
-        throw USBIPError(.unknownOperation, "operation code 0x\(String(rawCode, radix: 16))")
-    }
-    return code
+    return buffer.uint16(at: 2)
 }
 
 /// The URB command code that starts the buffer, once its four bytes are there. A value whose
@@ -104,6 +100,9 @@ public struct USBIPServerDecoder: Sendable {
         case cmdSubmit(USBIPCmdSubmit)
         /// USBIP_CMD_UNLINK.
         case cmdUnlink(USBIPCmdUnlink)
+        /// An OP_REQ_* that cannot be served but is answered: another version, an unknown
+        /// code, a malformed bus id. Its bytes are consumed.
+        case rejectedRequest(USBIPRejectedRequest)
     }
 
     /// What the decoder expects next; the connection sets ``Phase/urbs`` after an import.
@@ -144,22 +143,19 @@ public struct USBIPServerDecoder: Sendable {
         }
     }
 
+    /// The code of an OP_REQ_* whose first four bytes arrived but not the rest of it; nil
+    /// when no such request is waiting for bytes (the server answers it if the client stops
+    /// sending there).
+    public var partialRequestCode: UInt16? {
+        guard failure == nil, phase == .operations, buffer.count >= 4 else { return nil }
+        let code = buffer.uint16(at: 2)
+        return code & USBIPOperationCode.requestBit != 0 ? code : nil
+    }
+
     private func decode() throws(USBIPError) -> (Message, Int)? {
         switch phase {
         case .operations:
-            guard let code = try operationCode(in: buffer) else { return nil }
-            switch code {
-            case .reqDevlist:
-                guard buffer.count >= USBIPOpReqDevlist.size else { return nil }
-                var reader = buffer.reader
-                return (.opReqDevlist(try USBIPOpReqDevlist(reader: &reader)), USBIPOpReqDevlist.size)
-            case .reqImport:
-                guard buffer.count >= USBIPOpReqImport.size else { return nil }
-                var reader = buffer.reader
-                return (.opReqImport(try USBIPOpReqImport(reader: &reader)), USBIPOpReqImport.size)
-            case .repDevlist, .repImport:
-                throw USBIPError(.unexpectedMessage, "\(code), a reply, sent to the server")
-            }
+            return try decodeOperation()
         case .urbs:
             guard let command = try commandCode(in: buffer) else { return nil }
             guard buffer.count >= USBIPLimits.urbHeaderSize else { return nil }
@@ -181,6 +177,50 @@ public struct USBIPServerDecoder: Sendable {
             }
         }
     }
+
+    /// An OP_REQ_* once its bytes are there. The version and code are read together, so
+    /// that a request of another version or of an unknown code is still known to be a
+    /// request and can be answered (``Message/rejectedRequest(_:)``); a code without the
+    /// request bit — a reply, or bytes of another protocol — has no reply to give and is an
+    /// error. A request is answered only once all its bytes arrived (the common header for
+    /// a code latchkey does not know, whose length it cannot know), so that closing after
+    /// the answer leaves none of them unread.
+    private func decodeOperation() throws(USBIPError) -> (Message, Int)? {
+        guard buffer.count >= 4 else { return nil }
+        let version = buffer.uint16(at: 0)
+        let rawCode = buffer.uint16(at: 2)
+        let code = USBIPOperationCode(rawValue: rawCode)
+        guard rawCode & USBIPOperationCode.requestBit != 0 else {
+            guard version == USBIPVersion.current else {
+                throw USBIPError(.unsupportedVersion, "version 0x\(String(version, radix: 16))")
+            }
+            guard let code else {
+                throw USBIPError(.unknownOperation, "operation code 0x\(String(rawCode, radix: 16))")
+            }
+            throw USBIPError(.unexpectedMessage, "\(code), a reply, sent to the server")
+        }
+        let length = code == .reqImport ? USBIPOpReqImport.size : USBIPLimits.operationHeaderSize
+        guard buffer.count >= length else { return nil }
+        func rejected(_ reason: USBIPError) -> (Message, Int) {
+            (.rejectedRequest(USBIPRejectedRequest(code: rawCode, reason: reason)), length)
+        }
+        guard version == USBIPVersion.current else {
+            return rejected(USBIPError(.unsupportedVersion, "version 0x\(String(version, radix: 16))"))
+        }
+        var reader = buffer.reader
+        switch code {
+        case .reqDevlist:
+            return (.opReqDevlist(try USBIPOpReqDevlist(reader: &reader)), length)
+        case .reqImport:
+            do throws(USBIPError) {
+                return (.opReqImport(try USBIPOpReqImport(reader: &reader)), length)
+            } catch {
+                return rejected(error)
+            }
+        default:
+            return rejected(USBIPError(.unknownOperation, "operation code 0x\(String(rawCode, radix: 16))"))
+        }
+    }
 }
 
 /// The client side's decoder: OP_REP_DEVLIST or OP_REP_IMPORT, then, after a successful
@@ -191,7 +231,8 @@ public struct USBIPServerDecoder: Sendable {
 /// (``expectReply(to:)-(USBIPCmdSubmit)``). It also checks what a careful client relies on:
 /// every reply answers an outstanding command, an IN reply's `actual_length` fits the URB's
 /// buffer, and an URB whose unlink was answered -ECONNRESET gets no RET_SUBMIT, before or
-/// after. After OP_REP_DEVLIST or a failed import nothing more may come.
+/// after. After OP_REP_DEVLIST, a failed import or a bare failed reply (``USBIPOpRepStatus``)
+/// nothing more may come.
 public struct USBIPClientDecoder: Sendable {
     /// What the decoder expects next.
     public enum Phase: Hashable, Sendable {
@@ -213,6 +254,8 @@ public struct USBIPClientDecoder: Sendable {
         case retSubmit(USBIPRetSubmit)
         /// USBIP_RET_UNLINK.
         case retUnlink(USBIPRetUnlink)
+        /// The bare header of a failed reply to a request latchkey does not implement.
+        case opRepStatus(USBIPOpRepStatus)
     }
 
     private struct Submission: Sendable {
@@ -290,7 +333,19 @@ public struct USBIPClientDecoder: Sendable {
             }
             return nil
         case .operations:
-            guard let code = try operationCode(in: buffer) else { return nil }
+            guard let rawCode = try replyCode(in: buffer) else { return nil }
+            guard let code = USBIPOperationCode(rawValue: rawCode) else {
+                // The bare failed reply to a request latchkey does not implement; a request's
+                // code or an OK status (which would promise an unknown body) is an error.
+                guard rawCode & USBIPOperationCode.requestBit == 0 else {
+                    throw USBIPError(.unknownOperation, "operation code 0x\(String(rawCode, radix: 16))")
+                }
+                guard buffer.count >= USBIPLimits.operationHeaderSize else { return nil }
+                var reader = buffer.reader
+                let reply = try USBIPOpRepStatus(reader: &reader)
+                phase = .finished
+                return (.opRepStatus(reply), USBIPLimits.operationHeaderSize)
+            }
             switch code {
             case .repDevlist:
                 var reader = buffer.reader

@@ -44,6 +44,41 @@ struct ErrorPathTests {
         #expect(key.presence.requests.isEmpty)
     }
 
+    // MARK: CTAP2 canonical CBOR in a whole request (CTAP 2.1 §8, README "CBOR strictness")
+
+    /// `bytes` with the first occurrence of `head` replaced by `longer` (the same argument
+    /// in a longer head).
+    static func lengthening(_ bytes: [UInt8], _ head: [UInt8], to longer: [UInt8]) -> [UInt8] {
+        for start in 0...(bytes.count - head.count) where Array(bytes[start..<start + head.count]) == head {
+            return Array(bytes[..<start]) + longer + Array(bytes[(start + head.count)...])
+        }
+        preconditionFailure("no \(head) in the request")
+    }
+
+    static let nonMinimalLengths: [(String, [UInt8], [UInt8])] = [
+        ("clientDataHash's length 32 in two bytes", [0x58, 0x20], [0x59, 0x00, 0x20]),
+        ("clientDataHash's length 32 in four bytes", [0x58, 0x20], [0x5A, 0x00, 0x00, 0x00, 0x20]),
+        ("clientDataHash's length 32 in eight bytes", [0x58, 0x20], [0x5B] + [UInt8](repeating: 0, count: 7) + [0x20]),
+        ("user.id's length 4 in one byte", [0x44, 1, 2, 3, 4], [0x58, 0x04, 1, 2, 3, 4]),
+        ("rp.id's length 11 in one byte", [0x6B], [0x78, 0x0B]),
+        ("the request map's count in one byte", [0xA4], [0xB8, 0x04]),
+        ("pubKeyCredParams' count in one byte", [0x81], [0x98, 0x01]),
+        ("alg -7 in one byte", [0x26], [0x38, 0x06]),
+    ]
+
+    @Test(
+        "makeCredential with a non-minimal length or integer is CTAP2_ERR_INVALID_CBOR, before any touch",
+        arguments: nonMinimalLengths
+    )
+    func nonMinimalHeads(name: String, head: [UInt8], longer: [UInt8]) async throws {
+        let key = TestKey()
+        let canonical = [CTAPCommand.makeCredential.rawValue] + MakeCredentialBuilder().cbor.encoded()
+        let request = Self.lengthening(canonical, head, to: longer)
+        #expect(try await key.sendRaw(request).0 == .invalidCBOR, "\(name)")
+        #expect(key.presence.requests.isEmpty)
+        #expect(try await key.sendRaw(canonical).0 == .ok, "the canonical request is accepted")
+    }
+
     // MARK: makeCredential
 
     struct MakeCase: CustomTestStringConvertible, Sendable {
@@ -80,6 +115,7 @@ struct ErrorPathTests {
             name: "user.id longer than 64 bytes", status: .invalidLength,
             edit: replacing(3, with: .textMap([("id", .bytes(Array(repeating: 1, count: 65)))]))
         ),
+        .init(name: "user.id empty", status: .invalidLength, edit: replacing(3, with: .textMap([("id", .bytes([]))]))),
         .init(name: "clientDataHash of 31 bytes", status: .invalidLength, edit: replacing(1, with: .bytes(Array(repeating: 0, count: 31)))),
         .init(name: "pubKeyCredParams is a map", status: .cborUnexpectedType, edit: replacing(4, with: .map([]))),
         .init(name: "pubKeyCredParams element is text", status: .cborUnexpectedType, edit: replacing(4, with: .array(["x"]))),

@@ -109,6 +109,53 @@ struct ExchangeEnvelopeTests {
     }
 }
 
+@Suite("export envelope costs")
+struct ExchangeEnvelopeCostTests {
+    static func envelope(n: UInt64, r: UInt32, p: UInt32) throws -> ExchangeEnvelope {
+        var envelope = try ExchangeEnvelope.seal([1, 2, 3], passphrase: "pw", parameters: ExchangeEnvelopeTests.cheap)
+        envelope.kdf.N = n
+        envelope.kdf.r = r
+        envelope.kdf.p = p
+        return envelope
+    }
+
+    @Test("an envelope asking for days of scrypt work within the memory cap is refused at once")
+    func workCap() throws {
+        // 128·r·N + 128·r·p = 256 MiB, within the memory cap; N·r·p = 2^40.
+        let parameters = Scrypt.Parameters(n: 1 << 20, r: 1, p: 1 << 20)
+        #expect(try #require(parameters.memoryByteCount) <= ExchangeEnvelope.maxMemoryBytes)
+        let envelope = try Self.envelope(n: 1 << 20, r: 1, p: 1 << 20)
+        let started = ContinuousClock.now
+        do {
+            _ = try envelope.open(passphrase: "pw")
+            Issue.record("opened")
+        } catch {
+            #expect(error.kind == .malformed)
+        }
+        #expect(ContinuousClock.now - started < .seconds(1))
+    }
+
+    /// N, r, p, and whether the checks pass them.
+    static let costs: [(UInt64, UInt32, UInt32, Bool)] = [
+        (1 << 17, 8, 1, true),
+        (1 << 17, 8, 2, true),
+        (1 << 18, 8, 1, true),
+        (1 << 17, 8, 3, false),
+        (1 << 19, 8, 1, false),
+        (2, 1, 1 << 21, false),
+        (1 << 63, 0xFFFF_FFFF, 0xFFFF_FFFF, false),
+    ]
+
+    @Test(
+        "the work cap is N·r·p ≤ 2^21: the default export costs and twice their work pass, more does not",
+        arguments: costs
+    )
+    func workCapBoundary(n: UInt64, r: UInt32, p: UInt32, passes: Bool) throws {
+        let envelope = try Self.envelope(n: n, r: r, p: p)
+        #expect(((try? envelope.checked()) != nil) == passes, "N \(n), r \(r), p \(p)")
+    }
+}
+
 @Suite("CXF codec")
 struct CXFTests {
     static func passkeys() throws -> [CXFPasskey] {

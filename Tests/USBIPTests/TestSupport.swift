@@ -173,6 +173,29 @@ enum Feeding: CaseIterable, CustomStringConvertible {
     }
 }
 
+extension USBIPServerConnection {
+    /// Hands `bytes` to the connection as `feeding` says (random splits of 1 to `maximumSplit`
+    /// bytes, seeded by the length) and returns every action, in order.
+    mutating func receive(_ bytes: [UInt8], _ feeding: Feeding, maximumSplit: UInt64 = 50) -> [Action] {
+        switch feeding {
+        case .whole:
+            return receive(bytes)
+        case .byteAtATime:
+            return bytes.flatMap { receive([$0]) }
+        case .randomSplits:
+            var random = SplitMix64(seed: UInt64(bytes.count))
+            var actions: [Action] = []
+            var start = 0
+            while start < bytes.count {
+                let end = min(bytes.count, start + 1 + Int(random.next() % maximumSplit))
+                actions += receive(Array(bytes[start..<end]))
+                start = end
+            }
+            return actions
+        }
+    }
+}
+
 /// A server connection and a client talking to each other.
 struct Harness {
     var server: USBIPServerConnection
