@@ -147,7 +147,7 @@ extension Authenticator {
                 credRandom: extensions.hmacSecret ? entropy.bytes(count: 64) : nil,
                 credBlob: credBlob, largeBlobKey: largeBlobKey
             )
-            // Durable before the answer leaves (DESIGN.md, "Nothing is lost").
+            // Durable before the answer leaves (docs/ARCHITECTURE.md, durability).
             let stored = try storing("saving a credential") { () throws(StoreError) in try store.save(credential) }
             found = FoundCredential(id: credentialId, privateKey: privateKey, stored: stored)
         } else {

@@ -39,7 +39,7 @@ public struct SystemMonotonicClock: MonotonicClock {
 
 /// One transport attachment of a key.
 public actor HIDSession {
-    /// How often KEEPALIVE goes out while the engine works (DESIGN.md: 100 ms).
+    /// How often KEEPALIVE goes out while the engine works (100 ms, as hardware keys do).
     static let keepaliveInterval: Duration = .milliseconds(100)
     /// How many channels may wait for their next request to end their
     /// conversation; past that, one is ended at once instead (a host that

@@ -2,7 +2,7 @@
 // the client and input reports from the key go in, actions come out (send these bytes,
 // deliver this output report, close). The daemon owns the socket and the keys, and performs
 // the actions in order; one connection's calls are made one at a time, which keeps every
-// URB of a connection on one serial queue (DESIGN.md, "Lessons": a server that handles a
+// URB of a connection on one serial queue (docs/ARCHITECTURE.md: a server that handles a
 // message's reports concurrently corrupts messages under load).
 
 /// A virtual device a server offers: its bus id and numbers, and the device model.

@@ -23,7 +23,7 @@ reads commands on stdin, one a line:
 Only one authenticator should be present during a run: Chromium sends the request
 to every key it finds and takes the first answer. Non-discoverable flows only:
 Chromium 156 demands user verification for a discoverable create and for a
-usernameless get (DESIGN.md). Details go to stderr, each line starting with "#".
+usernameless get. Details go to stderr, each line starting with "#".
 
 LK_CHROMIUM_ARGS="--flag ..." adds Chromium command-line flags (for debugging).
 
