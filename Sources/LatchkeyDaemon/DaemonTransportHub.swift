@@ -62,7 +62,7 @@ final class LiveAttachment: KeyAttachment, @unchecked Sendable {
         var error: String?
         var device: UHIDDevice?
         var session: HIDSession?
-        var queue: AsyncStream<UHIDDeviceEvent>.Continuation?
+        var queue: AsyncStream<(event: UHIDDeviceEvent, arrivedAt: UInt64)>.Continuation?
     }
 
     let key: VirtualKey
@@ -121,13 +121,13 @@ final class LiveAttachment: KeyAttachment, @unchecked Sendable {
                 writeLogger.warning("cannot write an input report", metadata: ["error": "\(error)"])
             }
         }
-        let (events, continuation) = AsyncStream<UHIDDeviceEvent>.makeStream(bufferingPolicy: .bufferingNewest(1024))
+        let (events, continuation) = AsyncStream<(event: UHIDDeviceEvent, arrivedAt: UInt64)>.makeStream(bufferingPolicy: .bufferingNewest(1024))
         let stateLogger = logger
         Task { [weak self] in
-            for await event in events {
+            for await (event, arrivedAt) in events {
                 switch event {
                 case .outputReport(let report):
-                    await session.receive(report)
+                    await session.receive(report, arrivedAt: arrivedAt)
                 case .started:
                     self?.setUHID(state: "started", error: nil)
                     stateLogger.info("uhid device started")
@@ -149,7 +149,14 @@ final class LiveAttachment: KeyAttachment, @unchecked Sendable {
             }
         }
         do {
-            try device.start { continuation.yield($0) }
+            try device.start { event in
+                // a report's arrival is read here, on the reader's thread (HIDSession)
+                guard case .outputReport = event else {
+                    continuation.yield((event, 0))
+                    return
+                }
+                session.queue(continuation, (event, session.arrival()))
+            }
         } catch {
             logger.error("cannot start the uhid device", metadata: ["error": "\(error)"])
             continuation.finish()

@@ -11,6 +11,13 @@
 // only what the same channel of the same connection began. A channel that
 // CTAPHID_INIT gives out anew, and a connection that goes away, end their
 // conversations.
+//
+// Time is taken when a report arrives, not when the session gets to it: the
+// transport's reader calls ``HIDSession/arrival()`` and hands the reading to
+// ``HIDSession/receive(_:arrivedAt:)``. A daemon starved of CPU (a browser
+// beside it in a slow VM) may hold a continuation packet in its queue past
+// the 1-second timeout; the packet came in time, so it must count, and the
+// timer expires no deadline while reports wait to be received.
 
 import CTAP
 import CTAPHID
@@ -69,6 +76,9 @@ public actor HIDSession {
     /// conversation ends in the engine task of that request, before it runs
     /// (a separate task could run after it).
     private var initializedChannels: Set<UInt32> = []
+    /// Reports the transport has taken in (``arrival()``) and not yet handed
+    /// over (``receive(_:arrivedAt:)``).
+    private let queued = Atomic<Int>(0)
 
     /// A session that sends its input reports through `send`. `capabilities`
     /// are CTAPHID_INIT's flags (a U2F-only key leaves out CBOR); `hooks`
@@ -90,10 +100,36 @@ public actor HIDSession {
         self.hooks = hooks
     }
 
-    /// An output report from the host.
+    /// An output report from the host, taken in now.
     public func receive(_ report: [UInt8]) {
+        receive(report, arrivedAt: arrival())
+    }
+
+    /// Called by the transport's reader when an output report comes in,
+    /// before it is queued for ``receive(_:arrivedAt:)``: counts it as
+    /// waiting, then reads the clock (in that order, so that a timer that
+    /// saw no report waiting read the clock before this report's reading).
+    public nonisolated func arrival() -> UInt64 {
+        queued.add(1, ordering: .sequentiallyConsistent)
+        return SystemMonotonicClock.now()
+    }
+
+    /// Yields an element that carries one ``arrival()`` into a transport's
+    /// queue; an element the queue drops or refuses is no longer waiting.
+    public nonisolated func queue<Element: Sendable>(_ queue: AsyncStream<Element>.Continuation, _ element: Element) {
+        switch queue.yield(element) {
+        case .enqueued: break
+        case .dropped, .terminated: fallthrough
+        @unknown default: queued.subtract(1, ordering: .sequentiallyConsistent)
+        }
+    }
+
+    /// An output report from the host that came in at `arrivedAt` (from
+    /// ``arrival()``, which every report passes through exactly once).
+    public func receive(_ report: [UInt8], arrivedAt: UInt64) {
+        queued.subtract(1, ordering: .sequentiallyConsistent)
         guard !closed else { return }
-        perform(machine.receive(report: report, now: SystemMonotonicClock.now()))
+        perform(machine.receive(report: report, now: arrivedAt))
         scheduleTimer()
     }
 
@@ -242,7 +278,12 @@ public actor HIDSession {
     /// One timer step; false ends the timer.
     private func timerFired() -> Bool {
         guard !closed else { return false }
-        perform(machine.tick(now: SystemMonotonicClock.now()))
+        // A report waiting in the queue came in before this reading: it is
+        // received first, and a deadline it would meet must not expire now.
+        let now = SystemMonotonicClock.now()
+        if queued.load(ordering: .sequentiallyConsistent) == 0 {
+            perform(machine.tick(now: now))
+        }
         if let engine, machine.busyChannel == engine.channel {
             let status: KeepaliveStatus = presence?.isWaiting == true ? .upNeeded : .processing
             perform(machine.keepalive(channel: engine.channel, status: status))

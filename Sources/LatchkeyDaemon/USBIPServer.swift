@@ -178,7 +178,7 @@ final class USBIPConnectionHandler: ChannelInboundHandler {
 
     private let server: USBIPServer
     private var connection: USBIPServerConnection?
-    private var attached: (busid: String, session: HIDSession, queue: AsyncStream<[UInt8]>.Continuation)?
+    private var attached: (busid: String, session: HIDSession, queue: AsyncStream<(report: [UInt8], arrivedAt: UInt64)>.Continuation)?
     private var logger: Logger
 
     init(server: USBIPServer) {
@@ -272,7 +272,7 @@ final class USBIPConnectionHandler: ChannelInboundHandler {
                 context.write(wrapOutboundOut(context.channel.allocator.buffer(bytes: bytes)), promise: nil)
                 wrote = true
             case .deliverOutputReport(_, let report):
-                attached?.queue.yield(report)
+                if let attached { attached.session.queue(attached.queue, (report, attached.session.arrival())) }
             case .close:
                 // Debug only: a peer sending garbage must not be able to fill the log.
                 if let failure = connection?.failure {
@@ -313,9 +313,10 @@ final class USBIPConnectionHandler: ChannelInboundHandler {
         ) { report in
             loop.execute { bound.value.inputReport(report, context: contextBound.value) }
         }
-        let (stream, continuation) = AsyncStream<[UInt8]>.makeStream(bufferingPolicy: .bufferingNewest(1024))
+        let (stream, continuation) = AsyncStream<(report: [UInt8], arrivedAt: UInt64)>.makeStream(
+            bufferingPolicy: .bufferingNewest(1024))
         Task {
-            for await report in stream { await session.receive(report) }
+            for await (report, arrivedAt) in stream { await session.receive(report, arrivedAt: arrivedAt) }
         }
         attached = (busid, session, continuation)
         key.logger.info("USB/IP host imported the key", metadata: ["busid": "\(busid)"])
