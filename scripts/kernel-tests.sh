@@ -24,9 +24,12 @@
 #      instead of using a stale one, on CI too.
 #   3. VM 1 (base image): Tests/kernel/guest-checks.sh --suite base - uhid, then
 #      USB/IP, each with fido2-token/-cred/-assert and python-fido2.
-#      VM 2 (chromium image, udevd running): --suite chromium - Chromium's create()
-#      and get() on the uhid key, then on the USB/IP-attached key.
-#      LATCHKEY_KERNEL_SUITES="base chromium" picks which (default both).
+#      VM 2 (browsers image: --chromium plus firefox-esr, Xvfb, xdotool and PyPI's
+#      marionette-driver; udevd running): --suite browsers - the 32-cell browser
+#      matrix (Chromium and Firefox ESR x uhid and USB/IP x built-in UV and PIN x
+#      four WebAuthn flows; Tests/kernel/browsers/matrix.py).
+#      LATCHKEY_KERNEL_SUITES="base browsers" picks which (default both);
+#      LATCHKEY_BROWSERS="firefox" runs the matrix for those browsers only.
 #      LATCHKEY_KERNEL_ONLY="ctap21" runs only those groups of the base suite's
 #      checks (tools, python, faults, ctap21, channels; guest-checks.sh --only), for
 #      iterating.
@@ -39,9 +42,8 @@
 #
 # Prints the guests' "ok N - name" lines and, last, the total "N passed, M failed";
 # exit status 1 when a check failed, or the status of a step that failed.
-# Time on the shared 2-core machine under load, images cached: 1221 s (base VM 754 s,
-# 82 checks, 5 min of it the two-channel checks; Chromium VM 447 s, 16 checks).
-# Building both images first adds about 10 minutes.
+# Time on the shared 2-core machine, images cached: see README ("Kernel tests").
+# Building the images first adds about 10 minutes (base) and 15 (browsers).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd -P)
@@ -62,7 +64,7 @@ if [ ! -x "$RIG/run.sh" ] || [ ! -x "$RIG/build-image.sh" ]; then
 fi
 RIG=$(cd "$RIG" && pwd -P)
 export RIG_CACHE=${RIG_CACHE:-$HOME/.cache/latchkey-rig}
-SUITES=${LATCHKEY_KERNEL_SUITES:-base chromium}
+SUITES=${LATCHKEY_KERNEL_SUITES:-base browsers}
 
 as_root() {
     if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo -E "$@"; else
@@ -116,12 +118,17 @@ log "binaries: $BIN; runtime shared into the guest:${EXTRA_SHARES:- none}"
 # What each suite adds to the rig's image (build-image.sh EXTRA_PACKAGES / EXTRA_WHEELS):
 # ssh-keygen (openssh-client) for the base suite's CTAP 2.1 checks.
 BASE_PACKAGES="openssh-client" BASE_WHEELS=""
-CHROMIUM_PACKAGES="" CHROMIUM_WHEELS=""
+# The browser matrix: Firefox ESR, an X server for Chromium's window (its PIN sheet),
+# xdotool to type into it, xwd/xwininfo for a screenshot of a failing cell; PyPI's
+# Marionette client for Firefox (Debian packages no geckodriver), whose mozrunner
+# imports distutils (python3-distutils in Debian 12).
+BROWSERS_PACKAGES="firefox-esr xvfb xdotool x11-utils x11-apps python3-distutils"
+BROWSERS_WHEELS="marionette-driver==3.7.1"
 suite_image() {  # SUITE: sets IMAGE_OPT, IMAGE_PACKAGES, IMAGE_WHEELS and IMAGE_DIR
     case "$1" in
         base) IMAGE_OPT= IMAGE_PACKAGES=$BASE_PACKAGES IMAGE_WHEELS=$BASE_WHEELS ;;
-        chromium) IMAGE_OPT=--chromium IMAGE_PACKAGES=$CHROMIUM_PACKAGES IMAGE_WHEELS=$CHROMIUM_WHEELS ;;
-        *) echo "kernel-tests: unknown suite $1 (base, chromium)" >&2; exit 2 ;;
+        browsers) IMAGE_OPT=--chromium IMAGE_PACKAGES=$BROWSERS_PACKAGES IMAGE_WHEELS=$BROWSERS_WHEELS ;;
+        *) echo "kernel-tests: unknown suite $1 (base, browsers)" >&2; exit 2 ;;
     esac
     # shellcheck disable=SC2086
     IMAGE_DIR=$(image_env "$RIG/build-image.sh" $IMAGE_OPT --print-dir)
@@ -162,14 +169,19 @@ OUT=$(mktemp -d "${TMPDIR:-/tmp}/latchkey-kernel.XXXXXX")
 trap 'rm -rf "$OUT"' EXIT
 for suite in $SUITES; do
     suite_image "$suite"
-    env_vars=(RIG_EXTRA_SHARES="${EXTRA_SHARES# }" RIG_TIMEOUT="${LATCHKEY_KERNEL_TIMEOUT:-1500}"
+    # the browser matrix starts two browsers under TCG: minutes each on a busy host
+    timeout=1500
+    [ "$suite" = browsers ] && timeout=2400
+    env_vars=(RIG_EXTRA_SHARES="${EXTRA_SHARES# }" RIG_TIMEOUT="${LATCHKEY_KERNEL_TIMEOUT:-$timeout}"
         RIG_IMAGE_DIR="$IMAGE_DIR")
-    # Chromium finds keys through udev (hotplug events, device properties)
-    [ "$suite" = chromium ] && env_vars+=(RIG_CHROMIUM=1 RIG_UDEV=1)
+    # the browsers find keys through udev (hotplug events, device properties); 3 GiB
+    # leave room for a browser beside the daemons and python-fido2
+    [ "$suite" = browsers ] && env_vars+=(RIG_UDEV=1 RIG_MEM=3G)
     log "VM: $suite suite (${env_vars[*]})"
     t=$(date +%s)
     only_args=()
     [ -n "${LATCHKEY_KERNEL_ONLY:-}" ] && only_args=(--only "$LATCHKEY_KERNEL_ONLY")
+    [ -n "${LATCHKEY_BROWSERS:-}" ] && only_args+=(--browsers "$LATCHKEY_BROWSERS")
     env "${env_vars[@]}" "$RIG/run.sh" "$REPO" bash Tests/kernel/guest-checks.sh --bin "$BIN" --suite "$suite" \
         "${only_args[@]}" "${ARTIFACT_ARGS[@]}" \
         | tee "$OUT/$suite.log"

@@ -10,6 +10,7 @@
 #   LATCHKEY_SKIP_DEPS=1 ...         # skip the apt/pip step (offline, already set up)
 #   LATCHKEY_SKIP_KERNEL_TESTS=1 ... # skip the VM rig (Tests/rig; building its images needs root)
 #   LATCHKEY_FUZZ_RUNS=N ...         # inputs per fuzzer in the smoke run (default 20000, 0 skips)
+#   LATCHKEY_FUZZERS="FuzzCBOR ..."  # which fuzzers the smoke run builds and runs (default all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -92,5 +93,6 @@ fi
 runs="${LATCHKEY_FUZZ_RUNS:-20000}"
 if [ "$runs" != 0 ]; then
     log "fuzz smoke run ($runs inputs per fuzzer; scripts/fuzz.sh runs 1,000,000)"
-    scripts/fuzz.sh "$runs"
+    # shellcheck disable=SC2086 # a list of names
+    scripts/fuzz.sh "$runs" ${LATCHKEY_FUZZERS:-}
 fi

@@ -16,7 +16,7 @@
 // transport's reader calls ``HIDSession/arrival()`` and hands the reading to
 // ``HIDSession/receive(_:arrivedAt:)``. A daemon starved of CPU (a browser
 // beside it in a slow VM) may hold a continuation packet in its queue past
-// the 1-second timeout; the packet came in time, so it must count, and the
+// the continuation timeout; the packet came in time, so it must count, and the
 // timer expires no deadline while reports wait to be received.
 
 import CTAP
@@ -48,6 +48,13 @@ public struct SystemMonotonicClock: MonotonicClock {
 public actor HIDSession {
     /// How often KEEPALIVE goes out while the engine works (100 ms, as hardware keys do).
     static let keepaliveInterval: Duration = .milliseconds(100)
+    /// The milliseconds a host may take between two packets of one message
+    /// (the state machine's default is one second; §11.2.5.2 leaves it
+    /// open). Chromium in a VM under emulation wrote a request's packets
+    /// over a second apart and lost it to ERR_MSG_TIMEOUT; three seconds
+    /// keep such hosts working, and a host that stops mid-message holds the
+    /// key for no longer than that.
+    static let continuationTimeout: UInt64 = 3000
     /// How many channels may wait for their next request to end their
     /// conversation; past that, one is ended at once instead (a host that
     /// opens channels by the thousand cannot grow the set).
@@ -91,7 +98,8 @@ public actor HIDSession {
         hooks: SessionHooks? = nil,
         send: @escaping @Sendable ([UInt8]) -> Void
     ) {
-        self.configuration = CTAPHIDStateMachine.Configuration(capabilities: capabilities)
+        self.configuration = CTAPHIDStateMachine.Configuration(
+            capabilities: capabilities, continuationTimeout: Self.continuationTimeout)
         self.machine = CTAPHIDStateMachine(configuration: configuration)
         self.authenticator = authenticator
         self.presence = presence
@@ -164,6 +172,13 @@ public actor HIDSession {
         for action in actions {
             switch action {
             case .send(let report):
+                if report.count > 5, report[4] == 0x80 | CTAPHIDCommand.error.rawValue {
+                    // rare, and what a host's "error reading" comes from: worth a line
+                    logger.debug("CTAPHID ERROR sent", metadata: [
+                        "channel": "\(report[0..<4].reduce(UInt32(0)) { $0 << 8 | UInt32($1) })",
+                        "error": "\(report[7])",
+                    ])
+                }
                 send(report)
             case .deliver(let channel, let command, let payload):
                 start(channel: channel, command: command, payload: payload)

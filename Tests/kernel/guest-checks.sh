@@ -3,10 +3,10 @@
 # Tests/rig/run.sh): the real latchkeyd against a real Linux kernel's uhid,
 # hidraw and vhci-hcd, with real FIDO clients.
 #
-#   guest-checks.sh --bin DIR [--suite base|chromium] [--only GROUPS] [--artifacts DIR]
+#   guest-checks.sh --bin DIR [--suite base|browsers] [--only GROUPS] [--artifacts DIR]
 #
 #   --bin DIR         where latchkeyd and latchkeyctl are (built on the host)
-#   --artifacts DIR   copy the daemons' debug logs (and Chromium's) there at the end
+#   --artifacts DIR   copy the daemons' debug logs (and the browsers') there at the end
 #                     (a directory in the share, so that the host keeps them)
 #   --suite base      (default) uhid, then USB/IP: fido2-token -L/-I,
 #                     fido2-cred -M/-V (ES256, resident, EdDSA), fido2-assert -G/-V,
@@ -19,8 +19,13 @@
 #   --only GROUPS     base suite: run only these groups of checks ("tools python
 #                     channels faults ctap21"; default all), for iterating. The
 #                     daemons' start and stop checks always run.
-#   --suite chromium  (chromium image) headless Chromium through chromedriver:
-#                     create() then get() on the uhid key, then on the USB/IP key
+#   --suite browsers  (browsers image, udevd) the browser matrix: Chromium (chromedriver,
+#                     a window on Xvfb) and Firefox ESR (Marionette, headless), each
+#                     x {uhid, USB/IP} x {built-in UV by policy, a PIN the test types
+#                     into the browser's prompt} x the four flows of
+#                     Tests/kernel/browsers/matrix.py = 32 cells, each verified by
+#                     python-fido2's Fido2Server
+#   --browsers LIST   browsers suite: only these ("chromium firefox", the default)
 #
 # Prints one line per check, "ok N - name" or "not ok N - name", diagnostics as
 # "# ..." lines, and last "N passed, M failed" alone on a line. Exit status 1
@@ -32,11 +37,13 @@ BIN=
 SUITE=base
 ARTIFACTS=
 ONLY=
+BROWSERS="chromium firefox"
 while [ $# -gt 0 ]; do
     case "$1" in
         --bin) BIN=$2; shift ;;
         --suite) SUITE=$2; shift ;;
         --only) ONLY=$2; shift ;;
+        --browsers) BROWSERS=$2; shift ;;
         --artifacts) ARTIFACTS=$2; shift ;;
         *) echo "guest-checks.sh: unknown argument $1" >&2; exit 2 ;;
     esac
@@ -79,6 +86,7 @@ collect() {
         case "$status" in
             PASS) pass "$name" ;;
             FAIL) fail "$name"; note "  $why" ;;
+            '#'*) printf '%s\n' "$status${name:+	$name}${why:+	$why}" ;;
             *) ;;
         esac
     done
@@ -384,13 +392,15 @@ fault_checks() {
 
 # ---- uhid --------------------------------------------------------------------------
 
-# uhid_start: a latchkeyd whose key is a uhid device; sets UHID_NODE, UHID_AAGUID
+# uhid_start [NAME [ARGS...]]: a latchkeyd whose key is a uhid device, with its state
+# in $WORK/NAME (default uhid) and ARGS as more flags; sets UHID_NODE, UHID_AAGUID
 uhid_start() {
-    local t
-    LABEL=uhid
-    section "uhid: latchkeyd --presence auto (uhid), $(uname -r)"
+    local t name=${1:-uhid}
+    shift
+    LABEL=$name
+    section "$name: latchkeyd --presence auto${*:+ $*} (uhid), $(uname -r)"
     t=$(now)
-    start_daemon uhid
+    start_daemon "$name" "$@"
     UHID_NODE= UHID_AAGUID=
     if wait_status 60 'd["keys"] and d["keys"][0]["uhid"].get("hidraw")'; then
         UHID_NODE=$(json "$WORK/status.json" 'd["keys"][0]["uhid"]["hidraw"]')
@@ -398,16 +408,16 @@ uhid_start() {
         local state
         state=$(json "$WORK/status.json" 'd["keys"][0]["uhid"]["state"]')
         if [ -c "$UHID_NODE" ]; then
-            pass "uhid: latchkeyd up, control API reports hidraw $UHID_NODE (uhid state $state) ($(since "$t"))"
+            pass "$LABEL: latchkeyd up, control API reports hidraw $UHID_NODE (uhid state $state) ($(since "$t"))"
         else
-            fail "uhid: latchkeyd reports hidraw $UHID_NODE, which is not a character device"
+            fail "$LABEL: latchkeyd reports hidraw $UHID_NODE, which is not a character device"
             UHID_NODE=
         fi
         note "status: $(json "$WORK/status.json" 'd["keys"][0]')"
         local sysdev=/sys/class/hidraw/${UHID_NODE##*/}/device
         [ -n "$UHID_NODE" ] && grep -E '^(DRIVER|HID_ID|HID_NAME|HID_UNIQ)=' "$sysdev/uevent" 2>/dev/null | indent
     else
-        fail "uhid: latchkeyd up, control API reports a hidraw node (none within 60 s)"
+        fail "$LABEL: latchkeyd up, control API reports a hidraw node (none within 60 s)"
         cat "$WORK/status.json" "$WORK/status.err" 2>/dev/null | indent
         tail -n 40 "$D_LOG" | indent
     fi
@@ -447,21 +457,23 @@ suite_base() {
 
 # ---- USB/IP ------------------------------------------------------------------------
 
-# usbip_start: a second latchkeyd serving USB/IP on 127.0.0.1:3240, attached through
-# vhci-hcd; sets USBIP_NODE, USBIP_AAGUID
+# usbip_start [NAME [ARGS...]]: a second latchkeyd serving USB/IP on 127.0.0.1:3240,
+# attached through vhci-hcd, with its state in $WORK/NAME (default usbip) and ARGS as
+# more flags; sets USBIP_NODE, USBIP_AAGUID
 usbip_start() {
-    local t i n before
-    LABEL=usbip
-    section "USB/IP: latchkeyd --no-uhid --usbip 127.0.0.1:3240, usbip attach -> vhci-hcd -> usbhid -> hidraw"
+    local t i n before name=${1:-usbip}
+    shift
+    LABEL=$name
+    section "$name: latchkeyd --no-uhid --usbip 127.0.0.1:3240${*:+ $*}, usbip attach -> vhci-hcd -> usbhid -> hidraw"
     USBIP_NODE= USBIP_AAGUID=
     t=$(now)
-    start_daemon usbip --no-uhid --usbip 127.0.0.1:3240
+    start_daemon "$name" --no-uhid --usbip 127.0.0.1:3240 "$@"
     if wait_status 60 'd["keys"] and (d["keys"][0].get("usbip") or {}).get("busid")'; then
         USBIP_AAGUID=$(json "$WORK/status.json" 'd["keys"][0]["aaguid"]')
         USBIP_BUSID=$(json "$WORK/status.json" 'd["keys"][0]["usbip"]["busid"]')
-        pass "usbip: latchkeyd up, control API reports bus id $USBIP_BUSID ($(since "$t"))"
+        pass "$LABEL: latchkeyd up, control API reports bus id $USBIP_BUSID ($(since "$t"))"
     else
-        fail "usbip: latchkeyd up, control API reports a USB/IP bus id"
+        fail "$LABEL: latchkeyd up, control API reports a USB/IP bus id"
         tail -n 40 "$D_LOG" | indent
         return
     fi
@@ -469,10 +481,10 @@ usbip_start() {
     timeout 30 usbip list -r 127.0.0.1 > "$WORK/usbip-list" 2>&1
     indent "$WORK/usbip-list"
     grep -Eq "^ *1-1: .*\(1209:0001\)" "$WORK/usbip-list" \
-        && pass "usbip: usbip list -r 127.0.0.1 shows 1-1 (1209:0001) ($(since "$t"))" \
-        || fail "usbip: usbip list -r 127.0.0.1 shows 1-1 (1209:0001)"
+        && pass "$LABEL: usbip list -r 127.0.0.1 shows 1-1 (1209:0001) ($(since "$t"))" \
+        || fail "$LABEL: usbip list -r 127.0.0.1 shows 1-1 (1209:0001)"
     before=$(ls /dev/hidraw* 2>/dev/null)
-    check "usbip: usbip attach -r 127.0.0.1 -b 1-1" timeout 30 usbip attach -r 127.0.0.1 -b 1-1 || return
+    check "$LABEL: usbip attach -r 127.0.0.1 -b 1-1" timeout 30 usbip attach -r 127.0.0.1 -b 1-1 || return
     t=$(now)
     # the new hidraw node whose HID parent is our device (HID_ID 0003:00001209:00000001)
     for ((i = 0; i < 300; i++)); do
@@ -486,98 +498,167 @@ usbip_start() {
         sleep 0.1
     done
     if [ -n "$USBIP_NODE" ]; then
-        pass "usbip: hidraw node $USBIP_NODE appeared for the attached key ($(since "$t"))"
+        pass "$LABEL: hidraw node $USBIP_NODE appeared for the attached key ($(since "$t"))"
         grep -E '^(DRIVER|HID_ID|HID_NAME|HID_UNIQ)=' "/sys/class/hidraw/${USBIP_NODE##*/}/device/uevent" | indent
         timeout 10 usbip port 2>&1 | indent
     else
-        fail "usbip: a hidraw node appeared for the attached key (none within 30 s)"
+        fail "$LABEL: a hidraw node appeared for the attached key (none within 30 s)"
         timeout 10 usbip port 2>&1 | indent
         dmesg | tail -n 20 | indent
         return
     fi
     wait_status 10 'd["keys"][0]["usbip"]["attached"]' \
-        && pass "usbip: the control API reports the key attached" \
-        || fail "usbip: the control API reports the key attached"
+        && pass "$LABEL: the control API reports the key attached" \
+        || fail "$LABEL: the control API reports the key attached"
 }
 
 usbip_stop() {
     local t port i
-    LABEL=usbip
     if [ -n "$USBIP_NODE" ]; then
         t=$(now)
         port=$(timeout 10 usbip port 2>/dev/null | sed -n 's/^Port \([0-9]*\):.*/\1/p' | head -n 1)
         timeout 30 usbip detach -p "${port:-0}" > "$WORK/detach.log" 2>&1
         for ((i = 0; i < 100; i++)); do [ -e "$USBIP_NODE" ] || break; sleep 0.1; done
         if [ ! -e "$USBIP_NODE" ]; then
-            pass "usbip: usbip detach -p ${port:-0} removes $USBIP_NODE ($(since "$t"))"
+            pass "$LABEL: usbip detach -p ${port:-0} removes $USBIP_NODE ($(since "$t"))"
         else
-            fail "usbip: usbip detach -p ${port:-0} removes $USBIP_NODE"
+            fail "$LABEL: usbip detach -p ${port:-0} removes $USBIP_NODE"
             indent "$WORK/detach.log"
         fi
         wait_status 10 'not d["keys"][0]["usbip"]["attached"]' \
-            && pass "usbip: the control API reports the key detached" \
-            || fail "usbip: the control API reports the key detached"
+            && pass "$LABEL: the control API reports the key detached" \
+            || fail "$LABEL: the control API reports the key detached"
     fi
     [ -n "${D_PID:-}" ] && stop_daemon
     log_problems
 }
 
-# ---- Chromium ----------------------------------------------------------------------
+# ---- browsers ----------------------------------------------------------------------
 
-# chromium_run LABEL AAGUID: one create() + get() in the running Chromium (the coprocess)
-chromium_run() {
-    local line got=0
-    echo "run $1 $2" >&"${LK[1]}"
-    while IFS= read -r -t 300 line <&"${LK[0]}"; do
-        [ "$line" = "DONE $1" ] && break
-        case "$line" in PASS*|FAIL*) got=$((got + 1)); collect <<< "$line" ;; esac
+# The browser matrix (browsers image, udevd running): each browser in --browsers
+# (default "chromium firefox") is one session of Tests/kernel/browsers/matrix.py, a
+# coprocess, against four keys in turn, one present at a time: {uhid, USB/IP} x {a key
+# whose policy grants built-in UV (user-verification = "auto", presence auto), a key
+# with a PIN whose prompt the test answers in the browser}. Each key is a new daemon
+# with its own state directory; the four cells of each are PASS/FAIL lines.
+MATRIX_CELLS=()
+
+# matrix_run TRANSPORT MODE AAGUID [PIN]: the four cells in the running browser
+matrix_run() {
+    local line got=0 status name
+    [ -n "${LK[1]:-}" ] && echo "run $*" >&"${LK[1]}"
+    while [ -n "${LK[0]:-}" ] && IFS= read -r -t 600 line <&"${LK[0]}"; do
+        [ "$line" = "DONE $1 $2" ] && break
+        case "$line" in
+            PASS*|FAIL*)
+                got=$((got + 1))
+                IFS=$'\t' read -r status name _ <<< "$line"
+                MATRIX_CELLS+=("$status ${name%% (*}")
+                collect <<< "$line" ;;
+            '#'*) printf '%s\n' "$line" ;;
+        esac
     done
-    [ "$got" -ge 2 ] || fail "$1: chromium create() and get() reported (no answer from chromium_webauthn.py)"
+    [ "$got" -ge 4 ] || fail "$BROWSER $1 $2: the four cells reported (got $got; matrix.py died or hung)"
 }
 
-suite_chromium() {
-    local line ready=0 t
-    command -v chromium > /dev/null || { fail "chromium: the image has chromium (build-image.sh --chromium)"; return; }
-    note "$(chromium --version 2>/dev/null); udevd $(pgrep -x systemd-udevd > /dev/null && echo running || echo 'not running')"
+# matrix_key TRANSPORT MODE: plugs in a new key for the cells, runs them, unplugs it
+matrix_key() {
+    local transport=$1 mode=$2 name="$BROWSER-$1-$2" node aaguid pin= args=() t
     t=$(now)
-    # Chromium starts (slowly, under TCG) while the daemon starts; the whole
-    # conversation with it has a time limit too
-    coproc LK { cd "$HERE" && exec timeout -s KILL 900 python3 chromium_webauthn.py \
-        --chromium-log "$WORK/chromium.log" 2> "$WORK/chromium_webauthn.err"; }
+    if [ "$mode" = uv ]; then
+        # built-in UV is fixed when the key starts: it comes from the configuration file
+        printf '[presence]\nmode = "auto"\n\n[policy]\nuser-verification = "auto"\n' > "$WORK/uv.toml"
+        args=(--config "$WORK/uv.toml")
+    fi
+    if [ "$transport" = uhid ]; then
+        uhid_start "$name" "${args[@]}"
+        node=$UHID_NODE aaguid=$UHID_AAGUID
+    else
+        usbip_start "$name" "${args[@]}"
+        node=$USBIP_NODE aaguid=$USBIP_AAGUID
+    fi
+    if [ -n "$node" ] && [ "$mode" = pin ]; then
+        pin=$(tr -dc 0-9 < /dev/urandom | head -c 6)
+        printf '%s\n' "$pin" | ctl pin set default --pin-stdin > "$WORK/$name-pin.log" 2>&1 \
+            && ctl --json pin status default > "$WORK/$name-pin.json" 2>> "$WORK/$name-pin.log" \
+            && pass "$LABEL: latchkeyctl pin set: the key has a PIN ($(json "$WORK/$name-pin.json" 'd.get("retries")') retries)" \
+            || { fail "$LABEL: latchkeyctl pin set"; indent "$WORK/$name-pin.log"; node=; }
+    fi
+    if [ -n "$node" ]; then
+        note "$BROWSER on $node (aaguid $aaguid), key ready $(since "$t") after its start"
+        t=$(now)
+        matrix_run "$transport" "$mode" "$aaguid" $pin
+        note "$BROWSER $transport $mode: the four cells took $(since "$t")"
+        # the key keeps the discoverable credential only
+        if ctl --json credentials list --key default > "$WORK/$name-creds.json" 2>&1 \
+            && [ "$(json "$WORK/$name-creds.json" "$CREDS")" = 1 ]; then
+            pass "$LABEL: the control API lists one discoverable credential (the non-discoverable one is not stored)"
+        else
+            fail "$LABEL: the control API lists one discoverable credential"
+            indent "$WORK/$name-creds.json"
+        fi
+    else
+        for flow in "discoverable create" "non-discoverable create" "allowList get" "usernameless get"; do
+            fail "$BROWSER $transport $mode: $flow: prerequisite failed: the key"
+            MATRIX_CELLS+=("FAIL $BROWSER $transport $mode: $flow")
+        done
+    fi
+    if [ "$transport" = uhid ]; then stop_daemon "$UHID_NODE"; else usbip_stop; fi
+}
+
+# browser_matrix BROWSER: one browser session, the 16 cells of its four keys
+browser_matrix() {
+    local line ready=0 t transport mode i
+    BROWSER=$1
+    t=$(now)
+    section "$BROWSER: the browser starts (under TCG: a minute or so)"
+    # the whole conversation has a time limit too
+    coproc LK { cd "$HERE/browsers" && exec timeout -s KILL 2000 python3 matrix.py --browser "$BROWSER" \
+        --browser-log "$WORK/$BROWSER.log" --work "$WORK" 2> "$WORK/$BROWSER-matrix.err"; }
     CO_PID=$LK_PID
-    uhid_start
-    section "chromium: chromedriver + headless Chromium on http://localhost"
-    while IFS= read -r -t 540 line <&"${LK[0]}"; do
+    while [ -n "${LK[0]:-}" ] && IFS= read -r -t 900 line <&"${LK[0]}"; do
         case "$line" in
             READY) ready=1; break ;;
             PASS*|FAIL*) collect <<< "$line" ;;
+            '#'*) printf '%s\n' "$line" ;;
             "DONE start") break ;;
         esac
     done
-    [ "$ready" = 1 ] && note "chromium session ready $(since "$t") after the start" \
-        || fail "chromium: chromedriver session ready"
-    if [ "$ready" = 1 ] && [ -n "$UHID_NODE" ]; then
-        chromium_run uhid "$UHID_AAGUID"
-    fi
-    stop_daemon "$UHID_NODE"
     if [ "$ready" = 1 ]; then
-        usbip_start
-        [ -n "$USBIP_NODE" ] && chromium_run usbip "$USBIP_AAGUID"
-        usbip_stop
+        note "$BROWSER ready $(since "$t") after its start"
+        for transport in uhid usbip; do
+            for mode in uv pin; do
+                matrix_key "$transport" "$mode"
+            done
+        done
+    else
+        fail "$BROWSER: session ready (the matrix's 16 cells did not run)"
+        for i in $(seq 16); do MATRIX_CELLS+=("FAIL $BROWSER: no session"); done
     fi
-    echo quit >&"${LK[1]}" 2>/dev/null
-    local i
+    [ -n "${LK[1]:-}" ] && echo quit >&"${LK[1]}" 2>/dev/null
     for ((i = 0; i < 300; i++)); do kill -0 "$CO_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$CO_PID" 2>/dev/null && { fail "chromium: chromium_webauthn.py exits after quit"; kill -KILL "$CO_PID"; }
+    kill -0 "$CO_PID" 2>/dev/null && { fail "$BROWSER: matrix.py exits after quit"; kill -KILL "$CO_PID"; }
     wait "$CO_PID" 2>/dev/null
-    note "chromium_webauthn.py log:"
-    cut -c 1-300 "$WORK/chromium_webauthn.err" | indent | tail -n 60
-    if [ "$FAILED" != 0 ]; then
-        note "chromium FIDO log (tail):"
-        grep -iE 'fido|webauthn|hid' "$WORK/chromium.log" 2>/dev/null | tail -n 60 | indent
-        note "chromedriver log (tail):"
-        tail -n 20 /tmp/chromedriver.log 2>/dev/null | indent
-    fi
+    CO_PID=
+    note "$BROWSER: session and its 16 cells took $(since "$t"); matrix.py's log:"
+    cut -c 1-300 "$WORK/$BROWSER-matrix.err" | indent | tail -n 40
+}
+
+suite_browsers() {
+    local browser cell passed=0 failed=0
+    command -v chromium > /dev/null && command -v firefox-esr > /dev/null && command -v Xvfb > /dev/null \
+        || fail "browsers: the image has chromium, firefox-esr and Xvfb (kernel-tests.sh's browsers image)"
+    note "$(chromium --version 2>/dev/null); $(firefox-esr --version 2>/dev/null);" \
+        "udevd $(pgrep -x systemd-udevd > /dev/null && echo running || echo 'not running')"
+    for browser in $BROWSERS; do
+        browser_matrix "$browser"
+    done
+    section "the browser matrix"
+    for cell in "${MATRIX_CELLS[@]}"; do
+        case "$cell" in PASS*) passed=$((passed + 1)) ;; *) failed=$((failed + 1)) ;; esac
+        note "  $cell"
+    done
+    note "matrix: $passed of $(( passed + failed )) cells passed"
 }
 
 # ---- main --------------------------------------------------------------------------
@@ -594,7 +675,7 @@ else
     note "binaries and $(ls "$WORK/lib" | wc -l) runtime libraries copied to $WORK in $(since "$t")"
     case "$SUITE" in
         base) suite_base ;;
-        chromium) suite_chromium ;;
+        browsers) suite_browsers ;;
         *) fail "unknown suite $SUITE" ;;
     esac
 fi
@@ -611,7 +692,9 @@ if [ -n "$ARTIFACTS" ]; then
     for f in "$WORK"/*/latchkeyd.log; do
         [ -e "$f" ] && cp "$f" "$ARTIFACTS/$SUITE/latchkeyd-$(basename "$(dirname "$f")").log"
     done
-    cp "$WORK/chromium.log" "$WORK/chromium_webauthn.err" /tmp/chromedriver.log "$ARTIFACTS/$SUITE/" 2>/dev/null
+    for f in "$WORK"/chromium.log "$WORK"/firefox.log "$WORK"/*-matrix.err "$WORK"/*.xwd; do
+        [ -e "$f" ] && cp "$f" "$ARTIFACTS/$SUITE/"
+    done
     note "logs copied to $ARTIFACTS/$SUITE"
 fi
 note "guest time $(since "$T_ALL")"

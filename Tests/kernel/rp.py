@@ -1,10 +1,10 @@
 """The relying party of the kernel tests: python-fido2's Fido2Server, which verifies
 every registration (including the attestation statement's signature, not its trust
-path) and every assertion that a real client (python-fido2 or Chromium) got from
-latchkeyd through the guest kernel's hidraw.
+path) and every assertion that a real client (python-fido2, Chromium or Firefox) got
+from latchkeyd through the guest kernel's hidraw.
 
-Shared by fido2_checks.py and chromium_webauthn.py; runs inside the rig guest
-(python-fido2 2.2.1).
+Shared by fido2_checks.py and the browser matrix (browsers/matrix.py); runs inside
+the rig guest (python-fido2 2.2.1).
 """
 
 from __future__ import annotations
