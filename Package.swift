@@ -103,6 +103,9 @@ let package = Package(
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ],
+            // one folder per concern, each with a README saying what it owns
+            exclude: ["README.md"] + ["Service", "Keys", "Transports", "Consent", "Control", "Exchange", "Fuzzing"]
+                .map { "\($0)/README.md" },
             swiftSettings: daemonSettings
         ),
         .executableTarget(
