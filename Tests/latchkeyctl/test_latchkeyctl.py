@@ -18,6 +18,7 @@ import json
 import os
 import pathlib
 import shutil
+import signal
 import socket
 import socketserver
 import subprocess
@@ -69,7 +70,7 @@ class Reply:
 
     status: int = 200
     body: Any = None  # JSON-encodable, or bytes sent as they are
-    mode: str = "length"  # length | chunked | close | raw | hang
+    mode: str = "length"  # length | chunked | close | raw | hang | stream (raw, then hang)
 
     def payload(self) -> bytes:
         if self.body is None:
@@ -115,8 +116,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def send(self, reply: Reply, daemon: "FakeDaemon") -> None:
         payload = reply.payload()
         self.close_connection = True
-        if reply.mode == "raw":
+        if reply.mode in ("raw", "stream"):
             self.wfile.write(payload)
+            self.wfile.flush()
+            if reply.mode == "stream":
+                daemon.stopping.wait(10)
             return
         if reply.mode == "hang":
             daemon.stopping.wait(10)
@@ -670,6 +674,85 @@ def test_malformed_answers_exit_70(binary, daemon, reply):
 def test_json_mode_still_rejects_non_json(binary, daemon):
     daemon.route("GET", "/v1/status", Reply(body=b"<html>"))
     assert ctl(binary, daemon, "status", "--json").code == PROTOCOL
+
+
+# --------------------------------------------------------------------------
+# events: a server-sent event stream, read as it arrives
+
+SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+def sse_chunk(text: str) -> bytes:
+    data = text.encode()
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def sse_event(name: str, seq: int, **fields: Any) -> bytes:
+    body = {"event": name, "key": "ci-1", "time": f"2026-01-01T00:00:0{seq}Z", "seq": seq, **fields}
+    return sse_chunk(f"event: {name}\nid: {seq}\ndata: {json.dumps(body)}\n\n")
+
+
+def test_events_print_each_event_until_the_daemon_closes(binary, daemon):
+    stream = (SSE_HEAD + sse_chunk(": latchkeyd events\n\n") + sse_event("key.created", 1)
+              + sse_event("presence.requested", 2, operation="makeCredential"))
+    daemon.route("GET", "/v1/events?key=ci-1", Reply(body=stream, mode="raw"))  # closes mid-stream
+    result = ctl(binary, daemon, "events", "--key", "ci-1")
+    assert result.code == OK, result
+    assert result.out.splitlines() == [
+        "2026-01-01T00:00:01Z  key.created  ci-1",
+        "2026-01-01T00:00:02Z  presence.requested  ci-1  operation=makeCredential",
+    ]
+    assert daemon.only().headers.get("Accept") == "text/event-stream"
+
+
+def test_events_end_at_the_last_chunk(binary, daemon):
+    daemon.route("GET", "/v1/events", Reply(body=SSE_HEAD + sse_event("key.deleted", 1) + b"0\r\n\r\n", mode="stream"))
+    started = time.monotonic()
+    result = ctl(binary, daemon, "events", "--json")
+    assert result.code == OK, result
+    assert [json.loads(line)["event"] for line in result.out.splitlines()] == ["key.deleted"]
+    assert time.monotonic() - started < 5
+
+
+def test_events_count_stops_a_stream_that_goes_on(binary, daemon):
+    stream = SSE_HEAD + sse_event("a", 1) + sse_event("b", 2) + sse_event("c", 3)
+    daemon.route("GET", "/v1/events", Reply(body=stream, mode="stream"))
+    started = time.monotonic()
+    result = ctl(binary, daemon, "events", "--count", "2", "--json")
+    assert result.code == OK, result
+    assert [json.loads(line)["event"] for line in result.out.splitlines()] == ["a", "b"]
+    assert time.monotonic() - started < 5
+
+
+def test_events_are_printed_as_they_arrive_and_ctrl_c_ends_them(binary, daemon):
+    daemon.route("GET", "/v1/events", Reply(body=SSE_HEAD + sse_event("first", 1), mode="stream"))
+    proc = subprocess.Popen([binary, "--socket", daemon.path, "events", "--json"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()  # while the daemon keeps the stream open
+        assert json.loads(line)["event"] == "first"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(5) == -signal.SIGINT
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+
+
+def test_events_refused_by_the_daemon(binary, daemon):
+    daemon.route("GET", "/v1/events?key=ci-1", error(400, "bad_request", "key: no"))
+    result = ctl(binary, daemon, "events", "--key", "ci-1")
+    assert result.code == REFUSED, result
+    assert "latchkeyd refused GET /v1/events?key=ci-1: HTTP 400" in result.err and "key: no" in result.err
+    result = ctl(binary, daemon, "events")  # no route: 404
+    assert result.code == NOT_FOUND, result
+
+
+def test_events_without_a_daemon_exit_69(binary, tmp_path):
+    path = str(tmp_path / "nowhere.sock")
+    result = run(binary, "events", socket_path=path)
+    assert result.code == UNAVAILABLE, result
+    assert result.err == f"Error: cannot connect to latchkeyd at {path}: connect failed: No such file or directory (errno 2)\n"
 
 
 # --------------------------------------------------------------------------
