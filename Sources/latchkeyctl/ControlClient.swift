@@ -90,15 +90,14 @@ struct ControlClient {
 
     /// Sends one request; returns a 2xx answer and throws for anything else.
     func send(_ method: String, _ path: String, body: [UInt8]?) throws(CtlError) -> ControlResponse {
-        var request = HTTPRequest(method: method, path: path, body: body)
-        request.headers.append(("User-Agent", "latchkeyctl/\(LatchkeyCtl.version)"))
-        request.headers.append(("Accept", "application/json"))
-        if body != nil { request.headers.append(("Content-Type", "application/json")) }
+        var headers = [("User-Agent", "latchkeyctl/\(LatchkeyCtl.version)"), ("Accept", "application/json")]
+        if body != nil { headers.append(("Content-Type", "application/json")) }
         let name = "\(method) \(path)"
 
-        let response: HTTPResponse
+        let response: HTTPAnswer
         do throws(TransportError) {
-            response = try UnixSocketHTTPClient(socketPath: socket.path, timeout: timeout).send(request)
+            response = try ControlTransport(socketPath: socket.path)
+                .send(method, path, headers: headers, body: body, timeout: timeout)
         } catch {
             throw map(error, request: name)
         }
@@ -164,7 +163,7 @@ struct ControlClient {
             return connected
                 ? CtlError(.unavailable, "latchkeyd at \(path) did not answer \(request) within \(seconds)")
                 : CtlError(.unavailable, "latchkeyd at \(path) is not accepting connections (waited \(seconds))")
-        case .closedWithoutAnswer:
+        case .closedWithoutAnswer, .reset:
             return CtlError(.unavailable, "latchkeyd at \(path) closed the connection without answering \(request)")
         case .system(let error):
             return CtlError(.unavailable, "talking to latchkeyd at \(path): \(error)")

@@ -8,7 +8,7 @@ import Glibc
 import LatchkeyNames
 
 @main
-struct LatchkeyCtl: ParsableCommand {
+struct LatchkeyCtl: AsyncParsableCommand {
     static let version = "0.1.0"
 
     static let configuration = CommandConfiguration(
@@ -65,10 +65,15 @@ struct LatchkeyCtl: ParsableCommand {
 
     /// Runs the command; a `CtlError` is printed and becomes its exit code,
     /// anything else (parse and validation errors, help) is ArgumentParser's.
-    static func main() {
+    /// Commands that stream (`events`) are async; the rest wait for each answer.
+    static func main() async {
         do {
             var command = try parseAsRoot()
-            try command.run()
+            if var streaming = command as? any AsyncParsableCommand {
+                try await streaming.run()
+            } else {
+                try command.run()
+            }
         } catch let error as CtlError {
             FileHandle.standardError.write(Data("Error: \(error.message)\n".utf8))
             Glibc.exit(error.code.rawValue)
