@@ -59,11 +59,19 @@ let package = Package(
             providers: [.apt(["libudev-dev"])]
         ),
 
+        // The one shape of a local failure (code, reason, location) that CBOR, USBIP, CTAP and
+        // LatchkeyCrypto share: a generic value type, no I/O, no Foundation.
+        .target(name: "LatchkeyErrors", swiftSettings: strict),
+
         // Protocol targets: no I/O, no Foundation.
-        .target(name: "CBOR", swiftSettings: strict),
+        .target(name: "CBOR", dependencies: ["LatchkeyErrors"], swiftSettings: strict),
         .target(name: "CTAPHID", swiftSettings: strict),
-        .target(name: "CTAP", dependencies: ["CBOR", "LatchkeyCrypto"], swiftSettings: strict),
-        .target(name: "USBIP", swiftSettings: strict),
+        .target(
+            name: "CTAP",
+            dependencies: ["CBOR", "LatchkeyCrypto", "LatchkeyErrors"],
+            swiftSettings: strict
+        ),
+        .target(name: "USBIP", dependencies: ["LatchkeyErrors"], swiftSettings: strict),
 
         // Names shared by the daemon and latchkeyctl (KeyName): values, no I/O, no Foundation.
         .target(name: "LatchkeyNames", swiftSettings: strict),
@@ -75,7 +83,7 @@ let package = Package(
         .target(name: "LatchkeyUHID", dependencies: ["CLinuxHID", "LatchkeySystem"], swiftSettings: strict),
 
         // Crypto over OpenSSL libcrypto.
-        .target(name: "LatchkeyCrypto", dependencies: ["COpenSSL"], swiftSettings: strict),
+        .target(name: "LatchkeyCrypto", dependencies: ["COpenSSL", "LatchkeyErrors"], swiftSettings: strict),
 
         // Durable credential store (SQLite through GRDB).
         .target(
