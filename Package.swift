@@ -133,8 +133,15 @@ let package = Package(
             swiftSettings: strict
         ),
 
-        .testTarget(name: "CBORTests", dependencies: ["CBOR"], resources: [.copy("Crashers")]),
-        .testTarget(name: "CTAPHIDTests", dependencies: ["CTAPHID"], resources: [.copy("Crashers")]),
+        // What the Swift test targets share: kept fuzz crashers, a seeded generator.
+        .target(name: "LatchkeyTestSupport", path: "Tests/LatchkeyTestSupport", swiftSettings: strict),
+
+        .testTarget(name: "CBORTests", dependencies: ["CBOR", "LatchkeyTestSupport"], resources: [.copy("Crashers")]),
+        .testTarget(
+            name: "CTAPHIDTests",
+            dependencies: ["CTAPHID", "LatchkeyTestSupport"],
+            resources: [.copy("Crashers")]
+        ),
         .testTarget(name: "LatchkeyNamesTests", dependencies: ["LatchkeyNames"]),
         .testTarget(
             name: "LatchkeyDaemonTests",
@@ -143,12 +150,14 @@ let package = Package(
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]
         ),
-        .testTarget(name: "LatchkeyUHIDTests", dependencies: ["LatchkeyUHID", "CLinuxHID"]),
-        .testTarget(name: "USBIPTests", dependencies: ["USBIP"], resources: [.copy("Crashers")]),
+        .testTarget(name: "LatchkeyUHIDTests", dependencies: ["LatchkeyUHID", "CLinuxHID", "LatchkeyTestSupport"]),
+        .testTarget(name: "USBIPTests", dependencies: ["USBIP", "LatchkeyTestSupport"], resources: [.copy("Crashers")]),
         .testTarget(name: "LatchkeyCryptoTests", dependencies: ["LatchkeyCrypto", "COpenSSL"]),
         .testTarget(
             name: "CTAPTests",
-            dependencies: ["CTAP", "CBOR", "CTAPHID", "LatchkeyCrypto", "LatchkeyStore", "COpenSSL"],
+            dependencies: [
+                "CTAP", "CBOR", "CTAPHID", "LatchkeyCrypto", "LatchkeyStore", "COpenSSL", "LatchkeyTestSupport",
+            ],
             resources: [.copy("Crashers")]
         ),
         // A child process the store tests kill -9 mid-write.
