@@ -248,6 +248,15 @@ struct Harness {
         }
     }
 
+    /// Attaches "1-1" and sends one interrupt-IN URB, which waits there for a report; returns
+    /// its seqnum.
+    mutating func attachHoldingInterruptIn() throws -> UInt32 {
+        try attach()
+        let (held, heldBytes) = client.interruptIn()
+        _ = try send(heldBytes)
+        return held
+    }
+
     /// Runs one control transfer and returns its reply.
     mutating func control(_ setup: USBSetupPacket, data: [UInt8] = []) throws -> (USBIPRetSubmit?, Outcome) {
         let (seqnum, bytes) = client.control(setup, data: data)
