@@ -8,29 +8,27 @@ public import LatchkeyErrors
 public typealias CBORError = CodedError<CBORErrorCode>
 
 /// The kind of a `CBORError`.
-public struct CBORErrorCode: ErrorCode {
-    let name: String
+public enum CBORErrorCode: String, ErrorCode {
     /// Not well-formed: truncated, a reserved additional-info value, a
     /// length beyond the bytes left, a stray break, bytes after the item.
-    public static let malformed = Self(name: "malformed")
+    case malformed
     /// Well-formed but not CTAP2 canonical: a longer head than needed, or
     /// map keys out of order.
-    public static let nonCanonical = Self(name: "non-canonical")
+    case nonCanonical = "non-canonical"
     /// Forbidden by CTAP2: indefinite lengths or tags.
-    public static let forbidden = Self(name: "forbidden")
+    case forbidden
     /// A map repeats a key.
-    public static let duplicateKey = Self(name: "duplicate key")
+    case duplicateKey = "duplicate key"
     /// Nested deeper than the decoder's cap.
-    public static let tooDeep = Self(name: "too deep")
+    case tooDeep = "too deep"
     /// A text string is not valid UTF-8.
-    public static let invalidUTF8 = Self(name: "invalid UTF-8")
+    case invalidUTF8 = "invalid UTF-8"
     /// A value has another type than the reader expected.
-    public static let unexpectedType = Self(name: "unexpected type")
+    case unexpectedType = "unexpected type"
     /// A required map key is absent.
-    public static let missingField = Self(name: "missing field")
+    case missingField = "missing field"
     /// An integer does not fit the type the reader asked for.
-    public static let outOfRange = Self(name: "out of range")
+    case outOfRange = "out of range"
 
-    public var description: String { name }
-    public var title: String { "CBOR \(name)" }
+    public var title: String { "CBOR \(rawValue)" }
 }

@@ -80,18 +80,17 @@ public struct StoredCredential: Sendable, Equatable {
 public typealias StoreError = CodedError<StoreErrorCode>
 
 /// The kind of a `StoreError`.
-public struct StoreErrorCode: ErrorCode {
-    let name: String
+public enum StoreErrorCode: String, ErrorCode {
     /// The storage medium is full (ENOSPC, SQLITE_FULL).
-    public static let full = Self(name: "full")
+    case full
     /// A value read back failed to decrypt or to parse.
-    public static let corrupt = Self(name: "corrupt")
+    case corrupt
     /// Any other I/O or database failure.
-    public static let io = Self(name: "io")
+    case io
     /// Another process holds the store.
-    public static let locked = Self(name: "locked")
-    public var description: String { name }
-    public var title: String { "store \(name)" }
+    case locked
+
+    public var title: String { "store \(rawValue)" }
 }
 
 /// Persistent state of one virtual key.

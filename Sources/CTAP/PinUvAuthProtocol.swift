@@ -203,16 +203,15 @@ public struct PinUvAuthProtocol: Sendable {
 public typealias PinUvAuthError = CodedError<PinUvAuthErrorCode>
 
 /// The kind of a `PinUvAuthError`.
-public struct PinUvAuthErrorCode: ErrorCode {
-    let name: String
+public enum PinUvAuthErrorCode: String, ErrorCode {
     /// The platform's COSE_Key is not a P-256 point.
-    public static let malformedKey = Self(name: "malformedKey")
+    case malformedKey
     /// A ciphertext is not whole AES blocks.
-    public static let invalidLength = Self(name: "invalidLength")
+    case invalidLength
     /// OpenSSL failed on valid input.
-    public static let crypto = Self(name: "crypto")
-    public var description: String { name }
-    public var title: String { "PIN/UV auth \(name)" }
+    case crypto
+
+    public var title: String { "PIN/UV auth \(rawValue)" }
 }
 
 /// Whether `a` and `b` are equal, in time that depends only on their lengths.

@@ -10,24 +10,17 @@ public import LatchkeyErrors
 /// key material. Its description is `CryptoError.<code>: <reason> (<file>:<line>)`.
 public typealias CryptoError = CodedError<CryptoErrorCode>
 
-/// The kind of a `CryptoError`. An open set: new codes may be added.
-public struct CryptoErrorCode: ErrorCode {
-    private let name: String
-
-    private init(_ name: String) {
-        self.name = name
-    }
-
+/// The kind of a `CryptoError`.
+public enum CryptoErrorCode: String, ErrorCode {
     /// The bytes are not a valid key of the expected type (wrong length,
     /// scalar out of range, point not on the curve, wrong algorithm or curve).
-    public static let invalidKey = Self("invalidKey")
+    case invalidKey
     /// An input other than a key is malformed (a length, a nonce, a serial number).
-    public static let invalidInput = Self("invalidInput")
+    case invalidInput
     /// An authenticated ciphertext failed its integrity check.
-    public static let authenticationFailure = Self("authenticationFailure")
+    case authenticationFailure
     /// OpenSSL reported a failure that no other code describes.
-    public static let openSSL = Self("openSSL")
+    case openSSL
 
-    public var description: String { name }
-    public var title: String { "CryptoError.\(name)" }
+    public var title: String { "CryptoError.\(rawValue)" }
 }

@@ -1,12 +1,18 @@
 // The one shape of a local failure in the protocol and crypto targets: a code to match
 // on, and a reason and the place it was made, for the log. Each family (CBORError,
-// USBIPError, StoreError, PinUvAuthError, CryptoError) declares only its codes and the
-// title its log lines start with.
+// USBIPError, StoreError, PinUvAuthError, CryptoError) declares only its codes (an enum)
+// and the title its log lines start with.
 
-/// The kind of a `CodedError`: one type per family of errors, an open set of named values.
+/// The kind of a `CodedError`: one type per family of errors, usually an enum whose raw
+/// values are the codes' names in the log.
 public protocol ErrorCode: Hashable, Sendable, CustomStringConvertible {
     /// How a log line names an error of this code, before the reason: `CBOR malformed`.
     var title: String { get }
+}
+
+extension ErrorCode where Self: RawRepresentable, RawValue == String {
+    /// The code's name, for the log.
+    public var description: String { rawValue }
 }
 
 /// A local failure: a code to match on and the context to log.

@@ -9,46 +9,43 @@ public import LatchkeyErrors
 public typealias USBIPError = CodedError<USBIPErrorCode>
 
 /// The kind of a `USBIPError`.
-public struct USBIPErrorCode: ErrorCode {
-    let name: String
+public enum USBIPErrorCode: String, ErrorCode {
     /// Fewer bytes than the message needs (from a whole-message `init(bytes:)`; a stream
     /// decoder waits for more instead, and a connection whose client stops sending in the
     /// middle of a message ends with this).
-    public static let truncated = Self(name: "truncated")
+    case truncated
     /// Bytes left over after a whole message.
-    public static let trailingBytes = Self(name: "trailing bytes")
+    case trailingBytes = "trailing bytes"
     /// An OP_* header with another version than 0x0111.
-    public static let unsupportedVersion = Self(name: "unsupported version")
+    case unsupportedVersion = "unsupported version"
     /// An OP_* code that is not one of the four operations.
-    public static let unknownOperation = Self(name: "unknown operation")
+    case unknownOperation = "unknown operation"
     /// A `usbip_header_basic.command` that is not one of the four URB commands.
-    public static let unknownCommand = Self(name: "unknown command")
+    case unknownCommand = "unknown command"
     /// A field out of its range: a direction other than 0 or 1, an endpoint above 15, a
     /// negative length, a string without its terminating zero or not UTF-8.
-    public static let invalidField = Self(name: "invalid field")
+    case invalidField = "invalid field"
     /// A `transfer_buffer_length` or `actual_length` above the cap.
-    public static let transferTooLarge = Self(name: "transfer too large")
+    case transferTooLarge = "transfer too large"
     /// An isochronous URB: `number_of_packets` other than 0 or -1 (0xffffffff). latchkey
     /// exports no isochronous endpoint.
-    public static let isochronous = Self(name: "isochronous transfer")
+    case isochronous = "isochronous transfer"
     /// A well-formed message the protocol does not allow here: an OP request after an
     /// import, a request on the client side, anything after OP_REP_DEVLIST.
-    public static let unexpectedMessage = Self(name: "unexpected message")
+    case unexpectedMessage = "unexpected message"
     /// A URB command whose `devid` is not the imported device's `(busnum << 16) | devnum`.
-    public static let deviceMismatch = Self(name: "device mismatch")
+    case deviceMismatch = "device mismatch"
     /// A USBIP_CMD_SUBMIT whose seqnum is that of a URB still pending.
-    public static let duplicateSeqnum = Self(name: "duplicate seqnum")
+    case duplicateSeqnum = "duplicate seqnum"
     /// More interrupt-IN URBs pending than the connection holds.
-    public static let tooManyPendingURBs = Self(name: "too many pending URBs")
+    case tooManyPendingURBs = "too many pending URBs"
     /// A USBIP_RET_SUBMIT or USBIP_RET_UNLINK that answers no outstanding command.
-    public static let unknownSeqnum = Self(name: "unknown seqnum")
+    case unknownSeqnum = "unknown seqnum"
     /// A USBIP_RET_SUBMIT whose `actual_length` exceeds the `transfer_buffer_length` of
     /// the URB it answers.
-    public static let lengthExceedsBuffer = Self(name: "length exceeds buffer")
+    case lengthExceedsBuffer = "length exceeds buffer"
     /// An OP_REP_DEVLIST listing more devices than the decoder accepts.
-    public static let tooManyDevices = Self(name: "too many devices")
+    case tooManyDevices = "too many devices"
 
-    /// The code's name, for the log.
-    public var description: String { name }
-    public var title: String { "USB/IP \(name)" }
+    public var title: String { "USB/IP \(rawValue)" }
 }
