@@ -61,11 +61,19 @@ let package = Package(
             providers: [.apt(["libudev-dev"])]
         ),
 
+        // The one shape of a local failure (code, reason, location) that CBOR, USBIP, CTAP and
+        // LatchkeyCrypto share: a generic value type, no I/O, no Foundation.
+        .target(name: "LatchkeyErrors", swiftSettings: strict),
+
         // Protocol targets: no I/O, no Foundation.
-        .target(name: "CBOR", swiftSettings: strict),
+        .target(name: "CBOR", dependencies: ["LatchkeyErrors"], swiftSettings: strict),
         .target(name: "CTAPHID", swiftSettings: strict),
-        .target(name: "CTAP", dependencies: ["CBOR", "LatchkeyCrypto"], swiftSettings: strict),
-        .target(name: "USBIP", swiftSettings: strict),
+        .target(
+            name: "CTAP",
+            dependencies: ["CBOR", "LatchkeyCrypto", "LatchkeyErrors"],
+            swiftSettings: strict
+        ),
+        .target(name: "USBIP", dependencies: ["LatchkeyErrors"], swiftSettings: strict),
 
         // Names shared by the daemon and latchkeyctl (KeyName): values, no I/O, no Foundation.
         .target(name: "LatchkeyNames", swiftSettings: strict),
@@ -77,7 +85,7 @@ let package = Package(
         .target(name: "LatchkeyUHID", dependencies: ["CLinuxHID", "LatchkeySystem"], swiftSettings: strict),
 
         // Crypto over OpenSSL libcrypto.
-        .target(name: "LatchkeyCrypto", dependencies: ["COpenSSL"], swiftSettings: strict),
+        .target(name: "LatchkeyCrypto", dependencies: ["COpenSSL", "LatchkeyErrors"], swiftSettings: strict),
 
         // Durable credential store (SQLite through GRDB).
         .target(
@@ -130,8 +138,15 @@ let package = Package(
             swiftSettings: strict
         ),
 
-        .testTarget(name: "CBORTests", dependencies: ["CBOR"], resources: [.copy("Crashers")]),
-        .testTarget(name: "CTAPHIDTests", dependencies: ["CTAPHID"], resources: [.copy("Crashers")]),
+        // What the Swift test targets share: kept fuzz crashers, a seeded generator.
+        .target(name: "LatchkeyTestSupport", path: "Tests/LatchkeyTestSupport", swiftSettings: strict),
+
+        .testTarget(name: "CBORTests", dependencies: ["CBOR", "LatchkeyTestSupport"], resources: [.copy("Crashers")]),
+        .testTarget(
+            name: "CTAPHIDTests",
+            dependencies: ["CTAPHID", "LatchkeyTestSupport"],
+            resources: [.copy("Crashers")]
+        ),
         .testTarget(name: "LatchkeyNamesTests", dependencies: ["LatchkeyNames"]),
         .testTarget(
             name: "LatchkeyDaemonTests",
@@ -140,12 +155,14 @@ let package = Package(
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]
         ),
-        .testTarget(name: "LatchkeyUHIDTests", dependencies: ["LatchkeyUHID", "CLinuxHID"]),
-        .testTarget(name: "USBIPTests", dependencies: ["USBIP"], resources: [.copy("Crashers")]),
+        .testTarget(name: "LatchkeyUHIDTests", dependencies: ["LatchkeyUHID", "CLinuxHID", "LatchkeyTestSupport"]),
+        .testTarget(name: "USBIPTests", dependencies: ["USBIP", "LatchkeyTestSupport"], resources: [.copy("Crashers")]),
         .testTarget(name: "LatchkeyCryptoTests", dependencies: ["LatchkeyCrypto", "COpenSSL"]),
         .testTarget(
             name: "CTAPTests",
-            dependencies: ["CTAP", "CBOR", "CTAPHID", "LatchkeyCrypto", "LatchkeyStore", "COpenSSL"],
+            dependencies: [
+                "CTAP", "CBOR", "CTAPHID", "LatchkeyCrypto", "LatchkeyStore", "COpenSSL", "LatchkeyTestSupport",
+            ],
             resources: [.copy("Crashers")]
         ),
         // A child process the store tests kill -9 mid-write.

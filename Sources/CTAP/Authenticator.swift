@@ -4,6 +4,7 @@
 
 import CBOR
 import LatchkeyCrypto
+public import LatchkeyErrors
 
 /// Settings of one virtual key.
 public struct AuthenticatorConfiguration: Sendable {
@@ -295,21 +296,26 @@ public actor Authenticator {
 
     /// A store call whose failure is logged once and answered with its status.
     func storing<T>(_ what: String, _ body: () throws(StoreError) -> T) throws(CTAPStatus) -> T {
-        do {
-            return try body()
-        } catch {
-            diagnostics?("\(what): \(error)")
-            throw CTAPStatus(error)
-        }
+        try diagnosing(what, body, CTAPStatus.init)
     }
 
     /// A crypto call whose failure is logged once and answered with CTAP1_ERR_OTHER.
     func signing<T>(_ what: String, _ body: () throws(CryptoError) -> T) throws(CTAPStatus) -> T {
+        try diagnosing(what, body, CTAPStatus.init)
+    }
+
+    /// Runs `body`; its failure goes to the diagnostics once, with `what`, and is answered
+    /// with `status(error)`.
+    private func diagnosing<T, Code>(
+        _ what: String,
+        _ body: () throws(CodedError<Code>) -> T,
+        _ status: (CodedError<Code>) -> CTAPStatus
+    ) throws(CTAPStatus) -> T {
         do {
             return try body()
         } catch {
             diagnostics?("\(what): \(error)")
-            throw CTAPStatus(error)
+            throw status(error)
         }
     }
 

@@ -2,6 +2,8 @@
 // sees only this protocol; LatchkeyStore implements it over SQLite and
 // MemoryCredentialStore implements it for tests and fuzzers.
 
+public import LatchkeyErrors
+
 /// A discoverable credential as the store keeps it.
 ///
 /// Non-discoverable credentials are never stored: their credential ID is the
@@ -75,35 +77,20 @@ public struct StoredCredential: Sendable, Equatable {
 
 /// A failure of the store itself (disk, database, decryption), with context for
 /// the log. Equal by code, so tests can match it.
-public struct StoreError: Error, Equatable, CustomStringConvertible {
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
-        let name: String
-        /// The storage medium is full (ENOSPC, SQLITE_FULL).
-        public static let full = Code(name: "full")
-        /// A value read back failed to decrypt or to parse.
-        public static let corrupt = Code(name: "corrupt")
-        /// Any other I/O or database failure.
-        public static let io = Code(name: "io")
-        /// Another process holds the store.
-        public static let locked = Code(name: "locked")
-        public var description: String { name }
-    }
+public typealias StoreError = CodedError<StoreErrorCode>
 
-    public var code: Code
-    public var reason: String
-    public var file: String
-    public var line: Int
+/// The kind of a `StoreError`.
+public enum StoreErrorCode: String, ErrorCode {
+    /// The storage medium is full (ENOSPC, SQLITE_FULL).
+    case full
+    /// A value read back failed to decrypt or to parse.
+    case corrupt
+    /// Any other I/O or database failure.
+    case io
+    /// Another process holds the store.
+    case locked
 
-    public init(_ code: Code, _ reason: String, file: String = #fileID, line: Int = #line) {
-        self.code = code
-        self.reason = reason
-        self.file = file
-        self.line = line
-    }
-
-    public static func == (lhs: StoreError, rhs: StoreError) -> Bool { lhs.code == rhs.code }
-
-    public var description: String { "store \(code): \(reason) (\(file):\(line))" }
+    public var title: String { "store \(rawValue)" }
 }
 
 /// Persistent state of one virtual key.

@@ -6,6 +6,7 @@
 
 public import CBOR
 public import LatchkeyCrypto
+public import LatchkeyErrors
 
 /// A PIN/UV auth protocol version, as `pinUvAuthProtocol` carries it.
 ///
@@ -198,37 +199,19 @@ public struct PinUvAuthProtocol: Sendable {
 /// A failure inside a PIN/UV auth protocol operation: a malformed peer key or
 /// a ciphertext of the wrong length. Equal by code, so tests can match it; the
 /// command handlers turn it into the status the spec gives for their step.
-public struct PinUvAuthError: Error, Equatable, CustomStringConvertible {
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
-        let name: String
-        /// The platform's COSE_Key is not a P-256 point.
-        public static let malformedKey = Code(name: "malformedKey")
-        /// A ciphertext is not whole AES blocks.
-        public static let invalidLength = Code(name: "invalidLength")
-        /// OpenSSL failed on valid input.
-        public static let crypto = Code(name: "crypto")
-        public var description: String { name }
-    }
+/// The reason never contains key material.
+public typealias PinUvAuthError = CodedError<PinUvAuthErrorCode>
 
-    /// What kind of failure this is.
-    public var code: Code
-    /// What was wrong, for the log (never key material).
-    public var reason: String
-    /// Where it was raised (`#fileID`, `#line`).
-    public var file: String
-    public var line: Int
+/// The kind of a `PinUvAuthError`.
+public enum PinUvAuthErrorCode: String, ErrorCode {
+    /// The platform's COSE_Key is not a P-256 point.
+    case malformedKey
+    /// A ciphertext is not whole AES blocks.
+    case invalidLength
+    /// OpenSSL failed on valid input.
+    case crypto
 
-    /// An error raised here; `file` and `line` default to the caller's location.
-    public init(_ code: Code, _ reason: String, file: String = #fileID, line: Int = #line) {
-        self.code = code
-        self.reason = reason
-        self.file = file
-        self.line = line
-    }
-
-    public static func == (lhs: PinUvAuthError, rhs: PinUvAuthError) -> Bool { lhs.code == rhs.code }
-
-    public var description: String { "PIN/UV auth \(code): \(reason) (\(file):\(line))" }
+    public var title: String { "PIN/UV auth \(rawValue)" }
 }
 
 /// Whether `a` and `b` are equal, in time that depends only on their lengths.

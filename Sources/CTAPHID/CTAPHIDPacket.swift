@@ -44,6 +44,36 @@ enum CTAPHIDPacket {
     }
 }
 
+/// A message whose initialization packet has arrived and whose continuation packets are
+/// still coming (§11.2.4): a request the device reassembles, or a response a host does.
+struct CTAPHIDPartialMessage: Sendable {
+    let channel: UInt32
+    let command: CTAPHIDCommand
+    /// The BCNT of the initialization packet: the length of the whole payload.
+    let length: Int
+    private(set) var payload: [UInt8] = []
+    /// The sequence number the next continuation packet must carry.
+    private(set) var nextSequence: UInt8 = 0
+
+    /// A message of `length` bytes, more than an initialization packet holds, that starts with
+    /// `data`.
+    init(channel: UInt32, command: CTAPHIDCommand, length: Int, first data: ArraySlice<UInt8>) {
+        self.channel = channel
+        self.command = command
+        self.length = length
+        payload.reserveCapacity(length)
+        payload += data
+    }
+
+    /// Adds the data of the continuation packet numbered `nextSequence`, without the padding
+    /// after the payload's end; returns whether the payload is complete.
+    mutating func append(_ data: ArraySlice<UInt8>) -> Bool {
+        payload += data.prefix(length - payload.count)
+        nextSequence += 1
+        return payload.count == length
+    }
+}
+
 extension UInt32 {
     /// Reads four bytes as a big-endian integer.
     init(bigEndianBytes bytes: ArraySlice<UInt8>) {

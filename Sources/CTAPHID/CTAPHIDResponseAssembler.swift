@@ -21,15 +21,7 @@ public struct CTAPHIDResponseAssembler: Sendable {
         case error
     }
 
-    private struct Partial: Sendable {
-        var channel: UInt32
-        var command: CTAPHIDCommand
-        var length: Int
-        var payload: [UInt8]
-        var nextSequence: UInt8
-    }
-
-    private var partial: Partial?
+    private var partial: CTAPHIDPartialMessage?
 
     /// A reassembler with no message in progress.
     public init() {}
@@ -59,10 +51,7 @@ public struct CTAPHIDResponseAssembler: Sendable {
             if length <= CTAPHIDConstants.initPayloadSize {
                 return .message(channel: channel, command: command, payload: Array(data.prefix(length)))
             }
-            var payload: [UInt8] = []
-            payload.reserveCapacity(length)
-            payload.append(contentsOf: data)
-            partial = Partial(channel: channel, command: command, length: length, payload: payload, nextSequence: 0)
+            partial = CTAPHIDPartialMessage(channel: channel, command: command, length: length, first: data)
             return nil
 
         case .continuation(let channel, let sequence, let data):
@@ -70,9 +59,7 @@ public struct CTAPHIDResponseAssembler: Sendable {
                 partial = nil
                 return .error
             }
-            message.payload.append(contentsOf: data.prefix(message.length - message.payload.count))
-            message.nextSequence += 1
-            if message.payload.count == message.length {
+            if message.append(data) {
                 partial = nil
                 return .message(channel: message.channel, command: message.command, payload: message.payload)
             }

@@ -107,11 +107,7 @@ public struct CTAPHIDStateMachine: Sendable {
 
     /// A request being reassembled (§11.2.4).
     private struct Assembly: Sendable {
-        var channel: UInt32
-        var command: CTAPHIDCommand
-        var length: Int
-        var payload: [UInt8]
-        var nextSequence: UInt8
+        var message: CTAPHIDPartialMessage
         var deadline: UInt64
     }
 
@@ -238,17 +234,16 @@ public struct CTAPHIDStateMachine: Sendable {
         // §11.2.5.4: spurious continuation packets, with no initialization packet before them
         // on their channel, are ignored. Answering would let one host disturb another's
         // transaction by guessing its channel.
-        guard case .receiving(var assembly) = transaction, assembly.channel == channel else { return [] }
-        guard sequence == assembly.nextSequence else {
+        guard case .receiving(var assembly) = transaction, assembly.message.channel == channel else { return [] }
+        guard sequence == assembly.message.nextSequence else {
             transaction = .idle
             return [errorReply(channel: channel, error: .invalidSequence)]
         }
-        assembly.payload += data.prefix(assembly.length - assembly.payload.count)
-        assembly.nextSequence += 1
         assembly.deadline = Self.adding(configuration.continuationTimeout, to: now)
-        if assembly.payload.count == assembly.length {
+        if assembly.message.append(data) {
             transaction = .idle
-            return complete(channel: channel, command: assembly.command, payload: assembly.payload, now: now)
+            let message = assembly.message
+            return complete(channel: channel, command: message.command, payload: message.payload, now: now)
         }
         transaction = .receiving(assembly)
         return []
@@ -279,7 +274,7 @@ public struct CTAPHIDStateMachine: Sendable {
         switch transaction {
         case .idle:
             break
-        case .receiving(let assembly) where assembly.channel == channel:
+        case .receiving(let assembly) where assembly.message.channel == channel:
             transaction = .idle
             return [errorReply(channel: channel, error: .invalidSequence)]
         case .receiving, .processing:
@@ -294,16 +289,9 @@ public struct CTAPHIDStateMachine: Sendable {
         if length <= CTAPHIDConstants.initPayloadSize {
             return complete(channel: channel, command: command, payload: Array(data.prefix(length)), now: now)
         }
-        var payload: [UInt8] = []
-        payload.reserveCapacity(length)
-        payload += data
         transaction = .receiving(
             Assembly(
-                channel: channel,
-                command: command,
-                length: length,
-                payload: payload,
-                nextSequence: 0,
+                message: CTAPHIDPartialMessage(channel: channel, command: command, length: length, first: data),
                 deadline: Self.adding(configuration.continuationTimeout, to: now)
             )
         )
@@ -333,7 +321,7 @@ public struct CTAPHIDStateMachine: Sendable {
         } else {
             assigned = channel
             switch transaction {
-            case .receiving(let assembly) where assembly.channel == channel:
+            case .receiving(let assembly) where assembly.message.channel == channel:
                 transaction = .idle
             case .processing(channel, _):
                 transaction = .idle
@@ -403,7 +391,7 @@ public struct CTAPHIDStateMachine: Sendable {
         }
         if case .receiving(let assembly) = transaction, now >= assembly.deadline {
             transaction = .idle
-            return [errorReply(channel: assembly.channel, error: .messageTimeout)]
+            return [errorReply(channel: assembly.message.channel, error: .messageTimeout)]
         }
         return []
     }

@@ -79,12 +79,7 @@ public enum HKDFSHA256 {
         info: [UInt8],
         count: Int
     ) throws(CryptoError) -> [UInt8] {
-        let kdf = try OpenSSLObject(EVP_KDF_fetch(nil, "HKDF", nil), freedBy: EVP_KDF_free, creator: "EVP_KDF_fetch")
-        let context = try OpenSSLObject(
-            EVP_KDF_CTX_new(kdf.pointer),
-            freedBy: EVP_KDF_CTX_free,
-            creator: "EVP_KDF_CTX_new"
-        )
+        let context = try makeKDFContext("HKDF")
         var output = [UInt8](repeating: 0, count: count)
         // An empty IKM must still be a non-NULL pointer, or OpenSSL reports a missing key.
         let succeeded = inputKeyMaterial.withNonNullBytes { ikm, ikmCount in

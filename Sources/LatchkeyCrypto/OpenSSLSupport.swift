@@ -71,6 +71,13 @@ final class OpenSSLObject<Pointer> {
     }
 }
 
+/// A fresh `EVP_KDF_CTX` for the key derivation function `name` ("HKDF", "SCRYPT"). The
+/// context holds its own reference to the fetched KDF (`EVP_KDF_CTX_new` takes one).
+func makeKDFContext(_ name: String) throws(CryptoError) -> OpenSSLObject<OpaquePointer> {
+    let kdf = try OpenSSLObject(EVP_KDF_fetch(nil, name, nil), freedBy: EVP_KDF_free, creator: "EVP_KDF_fetch")
+    return try OpenSSLObject(EVP_KDF_CTX_new(kdf.pointer), freedBy: EVP_KDF_CTX_free, creator: "EVP_KDF_CTX_new")
+}
+
 /// An `EVP_PKEY`: a public key or a key pair, shared read-only once built.
 ///
 /// OpenSSL 3 allows concurrent use of one `EVP_PKEY` from several threads as

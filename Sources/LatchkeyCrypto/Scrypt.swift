@@ -58,12 +58,7 @@ public enum Scrypt {
         guard outputByteCount >= 1 else {
             throw CryptoError(.invalidInput, "scrypt output must be at least 1 byte")
         }
-        let kdf = try OpenSSLObject(EVP_KDF_fetch(nil, "SCRYPT", nil), freedBy: EVP_KDF_free, creator: "EVP_KDF_fetch")
-        let context = try OpenSSLObject(
-            EVP_KDF_CTX_new(kdf.pointer),
-            freedBy: EVP_KDF_CTX_free,
-            creator: "EVP_KDF_CTX_new"
-        )
+        let context = try makeKDFContext("SCRYPT")
         var output = [UInt8](repeating: 0, count: outputByteCount)
         // OSSL_PARAM keeps pointers to the numbers, so they live in memory
         // that outlasts every call below, not in temporaries.

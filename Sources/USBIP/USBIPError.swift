@@ -3,75 +3,49 @@
 // the status of an OP_REP_* reaches the peer (an OP_REQ_* whose code was read gets its reply
 // with an error status first); USB/IP has no error message for anything else.
 
+public import LatchkeyErrors
+
 /// Why decoding a USB/IP message, or a connection, failed. Equal (and hashed) by code.
-public struct USBIPError: Error, Hashable, CustomStringConvertible {
-    /// The kind of failure.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
-        let name: String
-        /// Fewer bytes than the message needs (from a whole-message `init(bytes:)`; a stream
-        /// decoder waits for more instead, and a connection whose client stops sending in the
-        /// middle of a message ends with this).
-        public static let truncated = Code(name: "truncated")
-        /// Bytes left over after a whole message.
-        public static let trailingBytes = Code(name: "trailing bytes")
-        /// An OP_* header with another version than 0x0111.
-        public static let unsupportedVersion = Code(name: "unsupported version")
-        /// An OP_* code that is not one of the four operations.
-        public static let unknownOperation = Code(name: "unknown operation")
-        /// A `usbip_header_basic.command` that is not one of the four URB commands.
-        public static let unknownCommand = Code(name: "unknown command")
-        /// A field out of its range: a direction other than 0 or 1, an endpoint above 15, a
-        /// negative length, a string without its terminating zero or not UTF-8.
-        public static let invalidField = Code(name: "invalid field")
-        /// A `transfer_buffer_length` or `actual_length` above the cap.
-        public static let transferTooLarge = Code(name: "transfer too large")
-        /// An isochronous URB: `number_of_packets` other than 0 or -1 (0xffffffff). latchkey
-        /// exports no isochronous endpoint.
-        public static let isochronous = Code(name: "isochronous transfer")
-        /// A well-formed message the protocol does not allow here: an OP request after an
-        /// import, a request on the client side, anything after OP_REP_DEVLIST.
-        public static let unexpectedMessage = Code(name: "unexpected message")
-        /// A URB command whose `devid` is not the imported device's `(busnum << 16) | devnum`.
-        public static let deviceMismatch = Code(name: "device mismatch")
-        /// A USBIP_CMD_SUBMIT whose seqnum is that of a URB still pending.
-        public static let duplicateSeqnum = Code(name: "duplicate seqnum")
-        /// More interrupt-IN URBs pending than the connection holds.
-        public static let tooManyPendingURBs = Code(name: "too many pending URBs")
-        /// A USBIP_RET_SUBMIT or USBIP_RET_UNLINK that answers no outstanding command.
-        public static let unknownSeqnum = Code(name: "unknown seqnum")
-        /// A USBIP_RET_SUBMIT whose `actual_length` exceeds the `transfer_buffer_length` of
-        /// the URB it answers.
-        public static let lengthExceedsBuffer = Code(name: "length exceeds buffer")
-        /// An OP_REP_DEVLIST listing more devices than the decoder accepts.
-        public static let tooManyDevices = Code(name: "too many devices")
+public typealias USBIPError = CodedError<USBIPErrorCode>
 
-        /// The code's name, for the log.
-        public var description: String { name }
-    }
+/// The kind of a `USBIPError`.
+public enum USBIPErrorCode: String, ErrorCode {
+    /// Fewer bytes than the message needs (from a whole-message `init(bytes:)`; a stream
+    /// decoder waits for more instead, and a connection whose client stops sending in the
+    /// middle of a message ends with this).
+    case truncated
+    /// Bytes left over after a whole message.
+    case trailingBytes = "trailing bytes"
+    /// An OP_* header with another version than 0x0111.
+    case unsupportedVersion = "unsupported version"
+    /// An OP_* code that is not one of the four operations.
+    case unknownOperation = "unknown operation"
+    /// A `usbip_header_basic.command` that is not one of the four URB commands.
+    case unknownCommand = "unknown command"
+    /// A field out of its range: a direction other than 0 or 1, an endpoint above 15, a
+    /// negative length, a string without its terminating zero or not UTF-8.
+    case invalidField = "invalid field"
+    /// A `transfer_buffer_length` or `actual_length` above the cap.
+    case transferTooLarge = "transfer too large"
+    /// An isochronous URB: `number_of_packets` other than 0 or -1 (0xffffffff). latchkey
+    /// exports no isochronous endpoint.
+    case isochronous = "isochronous transfer"
+    /// A well-formed message the protocol does not allow here: an OP request after an
+    /// import, a request on the client side, anything after OP_REP_DEVLIST.
+    case unexpectedMessage = "unexpected message"
+    /// A URB command whose `devid` is not the imported device's `(busnum << 16) | devnum`.
+    case deviceMismatch = "device mismatch"
+    /// A USBIP_CMD_SUBMIT whose seqnum is that of a URB still pending.
+    case duplicateSeqnum = "duplicate seqnum"
+    /// More interrupt-IN URBs pending than the connection holds.
+    case tooManyPendingURBs = "too many pending URBs"
+    /// A USBIP_RET_SUBMIT or USBIP_RET_UNLINK that answers no outstanding command.
+    case unknownSeqnum = "unknown seqnum"
+    /// A USBIP_RET_SUBMIT whose `actual_length` exceeds the `transfer_buffer_length` of
+    /// the URB it answers.
+    case lengthExceedsBuffer = "length exceeds buffer"
+    /// An OP_REP_DEVLIST listing more devices than the decoder accepts.
+    case tooManyDevices = "too many devices"
 
-    /// The kind of failure.
-    public var code: Code
-    /// What was wrong, for the log.
-    public var reason: String
-    /// Where the error was made.
-    public var file: String
-    /// Where the error was made.
-    public var line: Int
-
-    /// Makes an error at the caller's location.
-    public init(_ code: Code, _ reason: String, file: String = #fileID, line: Int = #line) {
-        self.code = code
-        self.reason = reason
-        self.file = file
-        self.line = line
-    }
-
-    /// Errors are equal when their codes are, so that tests can match them.
-    public static func == (lhs: USBIPError, rhs: USBIPError) -> Bool { lhs.code == rhs.code }
-
-    /// Hashes the code alone, as equality compares it alone.
-    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
-
-    /// The code, the reason and where the error was made, for the log.
-    public var description: String { "USB/IP \(code): \(reason) (\(file):\(line))" }
+    public var title: String { "USB/IP \(rawValue)" }
 }

@@ -49,6 +49,39 @@ struct InputBuffer: Sendable {
     }
 }
 
+/// What the server and client decoders share: the bytes buffered until a whole message is
+/// in, and the first failure, which sticks (later bytes are dropped, every later `next()`
+/// throws it again).
+protocol StreamDecoding {
+    associatedtype Message
+    var buffer: InputBuffer { get set }
+    var failure: USBIPError? { get set }
+    /// The next whole message and its length in the buffer, or nil until more bytes arrive.
+    mutating func decode() throws(USBIPError) -> (Message, Int)?
+}
+
+extension StreamDecoding {
+    /// Adds received bytes, unless decoding has failed.
+    mutating func receive(_ bytes: some Sequence<UInt8>) {
+        guard failure == nil else { return }
+        buffer.append(bytes)
+    }
+
+    /// The next whole message, consumed from the buffer; a failure is kept and rethrown.
+    mutating func nextMessage() throws(USBIPError) -> Message? {
+        if let failure { throw failure }
+        do throws(USBIPError) {
+            guard let (message, length) = try decode() else { return nil }
+            buffer.consume(length)
+            return message
+        } catch {
+            failure = error
+            buffer.removeAll()
+            throw error
+        }
+    }
+}
+
 /// Checks the version of an OP_* reply header as soon as its bytes are there, and returns
 /// the code once it is.
 private func replyCode(in buffer: InputBuffer) throws(USBIPError) -> UInt16? {
@@ -81,7 +114,7 @@ private func commandCode(in buffer: InputBuffer) throws(USBIPError) -> USBIPComm
 /// The connection switches ``phase`` after a successful import; the bytes after
 /// OP_REQ_IMPORT are then read as URB commands. The first failure is returned from every
 /// later ``next()``, and further bytes are dropped.
-public struct USBIPServerDecoder: Sendable {
+public struct USBIPServerDecoder: StreamDecoding, Sendable {
     /// What the decoder expects next.
     public enum Phase: Hashable, Sendable {
         /// OP_REQ_DEVLIST or OP_REQ_IMPORT.
@@ -109,8 +142,8 @@ public struct USBIPServerDecoder: Sendable {
     public var phase: Phase = .operations
     /// The largest `transfer_buffer_length` accepted; a larger one is a protocol error.
     public let maximumTransferBufferLength: Int
-    private var buffer = InputBuffer()
-    private var failure: USBIPError?
+    var buffer = InputBuffer()
+    var failure: USBIPError?
 
     /// A decoder in the operations phase, accepting transfers up to
     /// `maximumTransferBufferLength` bytes (which must not be negative).
@@ -123,25 +156,11 @@ public struct USBIPServerDecoder: Sendable {
     public var bufferedByteCount: Int { buffer.count }
 
     /// Adds received bytes; dropped once decoding has failed.
-    public mutating func append(_ bytes: some Sequence<UInt8>) {
-        guard failure == nil else { return }
-        buffer.append(bytes)
-    }
+    public mutating func append(_ bytes: some Sequence<UInt8>) { receive(bytes) }
 
     /// The next whole message, or nil until more bytes arrive. Throws for input that can
     /// never become a valid message, and keeps throwing that error.
-    public mutating func next() throws(USBIPError) -> Message? {
-        if let failure { throw failure }
-        do throws(USBIPError) {
-            guard let (message, length) = try decode() else { return nil }
-            buffer.consume(length)
-            return message
-        } catch {
-            failure = error
-            buffer.removeAll()
-            throw error
-        }
-    }
+    public mutating func next() throws(USBIPError) -> Message? { try nextMessage() }
 
     /// The code of an OP_REQ_* whose first four bytes arrived but not the rest of it; nil
     /// when no such request is waiting for bytes (the server answers it if the client stops
@@ -152,7 +171,7 @@ public struct USBIPServerDecoder: Sendable {
         return code & USBIPOperationCode.requestBit != 0 ? code : nil
     }
 
-    private func decode() throws(USBIPError) -> (Message, Int)? {
+    func decode() throws(USBIPError) -> (Message, Int)? {
         switch phase {
         case .operations:
             return try decodeOperation()
@@ -233,7 +252,7 @@ public struct USBIPServerDecoder: Sendable {
 /// buffer, and an URB whose unlink was answered -ECONNRESET gets no RET_SUBMIT, before or
 /// after. After OP_REP_DEVLIST, a failed import or a bare failed reply (``USBIPOpRepStatus``)
 /// nothing more may come.
-public struct USBIPClientDecoder: Sendable {
+public struct USBIPClientDecoder: StreamDecoding, Sendable {
     /// What the decoder expects next.
     public enum Phase: Hashable, Sendable {
         /// OP_REP_DEVLIST or OP_REP_IMPORT.
@@ -269,8 +288,8 @@ public struct USBIPClientDecoder: Sendable {
     public let maximumTransferBufferLength: Int
     /// The longest OP_REP_DEVLIST accepted.
     public let maximumDevices: Int
-    private var buffer = InputBuffer()
-    private var failure: USBIPError?
+    var buffer = InputBuffer()
+    var failure: USBIPError?
     /// The submissions not yet answered, by seqnum, oldest first.
     private var submissions: [UInt32: [Submission]] = [:]
     /// The unlink requests not yet answered: their seqnum and the seqnum they unlink.
@@ -305,27 +324,13 @@ public struct USBIPClientDecoder: Sendable {
     }
 
     /// Adds received bytes; dropped once decoding has failed.
-    public mutating func append(_ bytes: some Sequence<UInt8>) {
-        guard failure == nil else { return }
-        buffer.append(bytes)
-    }
+    public mutating func append(_ bytes: some Sequence<UInt8>) { receive(bytes) }
 
     /// The next whole message, or nil until more bytes arrive. Throws for input that can
     /// never become a valid reply, and keeps throwing that error.
-    public mutating func next() throws(USBIPError) -> Message? {
-        if let failure { throw failure }
-        do throws(USBIPError) {
-            guard let (message, length) = try decode() else { return nil }
-            buffer.consume(length)
-            return message
-        } catch {
-            failure = error
-            buffer.removeAll()
-            throw error
-        }
-    }
+    public mutating func next() throws(USBIPError) -> Message? { try nextMessage() }
 
-    private mutating func decode() throws(USBIPError) -> (Message, Int)? {
+    mutating func decode() throws(USBIPError) -> (Message, Int)? {
         switch phase {
         case .finished:
             guard buffer.count == 0 else {

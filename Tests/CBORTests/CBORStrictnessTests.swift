@@ -1,5 +1,6 @@
 // What the strict decoder refuses, and the canonical order the encoder writes.
 
+import LatchkeyTestSupport
 import Testing
 
 @testable import CBOR
@@ -113,7 +114,7 @@ struct CBORStrictnessTests {
 
     @Test("round-trips generated values through encode and decode", arguments: 0..<200)
     func generatedRoundTrip(seed: Int) throws {
-        var generator = SplitMix(seed: UInt64(seed))
+        var generator = SplitMix64(seed: UInt64(seed))
         let value = canonical(randomValue(&generator, depth: 0))
         let bytes = value.encoded()
         let decoded = try CBORDecoder(maximumDepth: 8).decode(bytes)
@@ -122,20 +123,7 @@ struct CBORStrictnessTests {
     }
 }
 
-/// A small deterministic generator for property tests.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
-func randomValue(_ g: inout SplitMix, depth: Int) -> CBORValue {
+func randomValue(_ g: inout SplitMix64, depth: Int) -> CBORValue {
     let pick = Int.random(in: 0..<(depth < 4 ? 9 : 6), using: &g)
     let widths: [UInt64] = [23, 255, 65535, 0xFFFF_FFFF, .max]
     switch pick {

@@ -2,6 +2,7 @@
 // must now decode or fail with an error, never trap.
 
 import Foundation
+import LatchkeyTestSupport
 import Testing
 
 @testable import CBOR
@@ -10,14 +11,11 @@ import Testing
 struct CBORCrasherReplayTests {
     @Test("decodes every kept fuzz crasher without trapping")
     func replay() throws {
-        let directory = try #require(Bundle.module.url(forResource: "Crashers", withExtension: nil))
-        let files = try FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil)
-        for file in files where !file.lastPathComponent.hasPrefix(".") {
-            let bytes = [UInt8](try Data(contentsOf: file))
+        for crasher in try keptCrashers(in: .module) {
             // The fuzzer's invariants: whatever decodes is canonical and round-trips.
-            if let value = try? CBORDecoder().decode(bytes) {
-                #expect(value.encoded() == bytes, "\(file.lastPathComponent)")
-                #expect(try CBORDecoder().decode(value.encoded()) == value, "\(file.lastPathComponent)")
+            if let value = try? CBORDecoder().decode(crasher.bytes) {
+                #expect(value.encoded() == crasher.bytes, "\(crasher.name)")
+                #expect(try CBORDecoder().decode(value.encoded()) == value, "\(crasher.name)")
             }
         }
     }

@@ -101,8 +101,7 @@ struct AutomationSupportTests {
         #expect(info[int: 0x0B] == nil)
         #expect(try info.required(2, "extensions").arrayValue() == ["credProtect"])
 
-        var create = MakeCredentialBuilder()
-        create.rk = true
+        var create = MakeCredentialBuilder(rk: true)
         #expect(try await key.send(.makeCredential, create.cbor).0 == .unsupportedOption)
         #expect(try await key.send(.largeBlobs, .intMap([(1, 16), (3, 0)])).0 == .invalidCommand)
         create.rk = nil
@@ -127,8 +126,7 @@ struct AutomationSupportTests {
     @Test("events: created, asserted, updated and deleted, with what the daemon shows")
     func events() async throws {
         let key = TestKey()
-        var create = MakeCredentialBuilder()
-        create.rk = true
+        var create = MakeCredentialBuilder(rk: true)
         let made = try await key.makeCredential(create)
         var get = GetAssertionBuilder()
         let assertion = try Assertion(try await key.getAssertion(get))

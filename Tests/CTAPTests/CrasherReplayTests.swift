@@ -5,6 +5,7 @@
 
 import CBOR
 import Foundation
+import LatchkeyTestSupport
 import Testing
 
 @testable import CTAP
@@ -13,18 +14,15 @@ import Testing
 struct CTAPCrasherReplayTests {
     @Test("answers every kept fuzz input with a well-formed response")
     func replay() async throws {
-        let directory = try #require(Bundle.module.url(forResource: "Crashers", withExtension: nil))
-        let files = try FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil)
         let key = TestKey(seed: "crashers")
-        for file in files where !file.lastPathComponent.hasPrefix(".") {
-            let bytes = [UInt8](try Data(contentsOf: file))
-            guard let selector = bytes.first else { continue }
-            let request = Array(bytes.dropFirst())
+        for crasher in try keptCrashers(in: .module) {
+            guard let selector = crasher.bytes.first else { continue }
+            let request = Array(crasher.bytes.dropFirst())
             if selector & 0x04 != 0 { key.clock.advance(by: 31_000) }
             if selector & 0x02 != 0 { await key.authenticator.powerCycle() }
             if selector & 0x01 == 0 {
                 let response = await key.authenticator.handleCBOR(request)
-                #expect(!response.isEmpty, "\(file.lastPathComponent)")
+                #expect(!response.isEmpty, "\(crasher.name)")
                 if response.count > 1 {
                     let body = Array(response.dropFirst())
                     #expect(response[0] == 0)

@@ -194,8 +194,7 @@ struct ErrorPathTests {
         for (outcome, status) in cases {
             let key = TestKey()
             key.presence.enqueue(outcome)
-            var request = MakeCredentialBuilder()
-            request.rk = true
+            let request = MakeCredentialBuilder(rk: true)
             #expect(try await key.send(.makeCredential, request.cbor).0 == status)
             #expect(try key.store.credentialCount() == 0)
 
@@ -213,8 +212,7 @@ struct ErrorPathTests {
     func excludeList() async throws {
         let key = TestKey()
         let wrapped = try await key.makeCredential(MakeCredentialBuilder())
-        var resident = MakeCredentialBuilder()
-        resident.rk = true
+        var resident = MakeCredentialBuilder(rk: true)
         resident.userId = [9]
         let stored = try await key.makeCredential(resident)
         for id in [wrapped.credentialId, stored.credentialId] {
@@ -240,26 +238,22 @@ struct ErrorPathTests {
         let key = TestKey(maxDiscoverable: 2)
         var ids: [[UInt8]] = []
         for index in 0..<2 {
-            var request = MakeCredentialBuilder()
-            request.rk = true
+            var request = MakeCredentialBuilder(rk: true)
             request.userId = [UInt8(index)]
             ids.append(try await key.makeCredential(request).credentialId)
         }
-        var third = MakeCredentialBuilder()
-        third.rk = true
+        var third = MakeCredentialBuilder(rk: true)
         third.userId = [7]
         #expect(try await key.send(.makeCredential, third.cbor).0 == .keyStoreFull)
         // Replacing one of the two users needs no room.
-        var replace = MakeCredentialBuilder()
-        replace.rk = true
+        var replace = MakeCredentialBuilder(rk: true)
         replace.userId = [1]
         #expect(try await key.send(.makeCredential, replace.cbor).0 == .ok)
         #expect(try key.store.credential(id: ids[0]) != nil)
 
         // The disk filling up is the same status.
         let disk = TestKey(capacity: 1)
-        var request = MakeCredentialBuilder()
-        request.rk = true
+        var request = MakeCredentialBuilder(rk: true)
         let kept = try await disk.makeCredential(request)
         request.userId = [5]
         #expect(try await disk.send(.makeCredential, request.cbor).0 == .keyStoreFull)
@@ -333,8 +327,7 @@ struct ErrorPathTests {
     @Test("reset works within 10 s of power-up and wipes every credential, wrapped ones too")
     func reset() async throws {
         let key = TestKey()
-        var request = MakeCredentialBuilder()
-        request.rk = true
+        var request = MakeCredentialBuilder(rk: true)
         let stored = try await key.makeCredential(request)
         request.rk = false
         let wrapped = try await key.makeCredential(request)

@@ -72,8 +72,7 @@ struct ExtensionsTests {
     @Test("credProtect: the level is echoed, kept, and reported by credentialManagement", arguments: [1, 2, 3])
     func credProtectEchoed(level: Int) async throws {
         let key = TestKey()
-        var create = MakeCredentialBuilder()
-        create.rk = true
+        var create = MakeCredentialBuilder(rk: true)
         create.extensions = [("credProtect", .int(level))]
         let made = try await key.makeCredential(create)
         #expect(made.flags & 0x80 != 0, "ED set")
@@ -98,8 +97,7 @@ struct ExtensionsTests {
     @Test("credProtect 2: a discoverable credential is hidden from unverified discovery, usable by ID")
     func credProtectLevel2() async throws {
         let key = TestKey()
-        var create = MakeCredentialBuilder()
-        create.rk = true
+        var create = MakeCredentialBuilder(rk: true)
         create.extensions = [("credProtect", 2)]
         let protected = try await key.makeCredential(create)
         create.userId = [9, 9]
@@ -309,8 +307,7 @@ struct ExtensionsTests {
     @Test("largeBlobKey: a discoverable credential gets a key, returned on request and by credentialManagement")
     func largeBlobKey() async throws {
         let key = TestKey()
-        var create = MakeCredentialBuilder()
-        create.rk = true
+        var create = MakeCredentialBuilder(rk: true)
         create.extensions = [("largeBlobKey", true)]
         let made = try await key.makeCredential(create)
         let largeBlobKey = try #require(made.largeBlobKey)

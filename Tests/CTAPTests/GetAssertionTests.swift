@@ -65,8 +65,7 @@ struct GetAssertionTests {
         let key = TestKey()
         var made: [MadeCredential] = []
         for index in 0..<3 {
-            var create = MakeCredentialBuilder()
-            create.rk = true
+            var create = MakeCredentialBuilder(rk: true)
             create.userId = [UInt8(index)]
             create.userName = "user\(index)"
             made.append(try await key.makeCredential(create))
@@ -104,8 +103,7 @@ struct GetAssertionTests {
     )
     func singleAccountUserEntity(verified: Bool) async throws {
         let key = TestKey { $0.builtInUserVerification = true }
-        var create = MakeCredentialBuilder()
-        create.rk = true
+        let create = MakeCredentialBuilder(rk: true)
         let made = try await key.makeCredential(create)
         var get = GetAssertionBuilder()
         get.uv = verified ? true : nil
@@ -125,8 +123,7 @@ struct GetAssertionTests {
         let key = TestKey { $0.builtInUserVerification = true }
         var made: [MadeCredential] = []
         for index in 0..<2 {
-            var create = MakeCredentialBuilder()
-            create.rk = true
+            var create = MakeCredentialBuilder(rk: true)
             create.userId = [UInt8(index)]
             made.append(try await key.makeCredential(create))
         }
@@ -146,8 +143,7 @@ struct GetAssertionTests {
         let key = TestKey { $0.builtInUserVerification = true }
         let displayNames = ["alice": "Alice A.", "bob": "Bob B."]
         for (index, name) in ["alice", "bob"].enumerated() {
-            var create = MakeCredentialBuilder()
-            create.rk = true
+            var create = MakeCredentialBuilder(rk: true)
             create.userId = [UInt8(index)]
             create.userName = name
             create.displayName = displayNames[name]
@@ -175,8 +171,7 @@ struct GetAssertionTests {
     func nextAssertionWindow() async throws {
         let key = TestKey()
         for index in 0..<3 {
-            var create = MakeCredentialBuilder()
-            create.rk = true
+            var create = MakeCredentialBuilder(rk: true)
             create.userId = [UInt8(index)]
             _ = try await key.makeCredential(create)
         }
@@ -223,9 +218,7 @@ struct GetAssertionTests {
     @Test("a discoverable credential in an allowList returns its user handle")
     func discoverableInAllowList() async throws {
         let key = TestKey()
-        var create = MakeCredentialBuilder()
-        create.rk = true
-        let made = try await key.makeCredential(create)
+        let made = try await key.makeCredential(MakeCredentialBuilder(rk: true))
         var get = GetAssertionBuilder()
         get.allowList = [made.credentialId]
         let assertion = try Assertion(try await key.getAssertion(get))

@@ -204,8 +204,7 @@ struct HIDEndToEndTests {
         let host = Host(device: device)
         let channel = try await host.allocateChannel()
         let other = try await host.allocateChannel()
-        var create = MakeCredentialBuilder()
-        create.rk = true
+        let create = MakeCredentialBuilder(rk: true)
         await host.send(channel: channel, command: .cbor, payload: [0x01] + create.cbor.encoded())
         while presence.count == 0 { await Task.yield() }
         #expect(await device.machine.busyChannel == channel)

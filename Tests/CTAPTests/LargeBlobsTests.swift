@@ -386,8 +386,7 @@ struct LargeBlobsTests {
         let key = TestKey()
         #expect(try await key.setPIN("1234") == .ok)
         let token = try await key.configToken(permissions: 0x01 | 0x10)
-        var request = MakeCredentialBuilder()
-        request.rk = true
+        var request = MakeCredentialBuilder(rk: true)
         request.pinUvAuthParam = token.platform.authenticate(key: token.token, request.clientDataHash)
         request.pinUvAuthProtocol = 2
         #expect(try await key.makeCredential(request).flags & 0x05 == 0x05, "UP and UV")
@@ -446,12 +445,7 @@ struct LargeBlobsTests {
     @Test("python-fido2's LargeBlobs puts, gets and deletes blobs with lbw tokens of both protocols")
     func pythonClient() async throws {
         let key = TestKey()
-        let (exitCode, output, calls) = try await runPythonClient(script: "large_blobs_client.py") { request in
-            await key.authenticator.handleCBOR(request)
-        }
-        #expect(exitCode == 0, "large_blobs_client.py said: \(output)")
-        #expect(output.contains("DONE 27 checks"), "\(output)")
-        #expect(calls > 40, "the client really talked to the key")
+        try await expectPythonClient("large_blobs_client.py", against: key, checks: 27, callsOver: 40)
         // What the client left: two blobs it wrote, read back here without it.
         let array = try CBORDecoder().decodePrefix(try await key.readLargeBlobArray()).value.arrayValue()
         #expect(array.count == 2)

@@ -81,8 +81,7 @@ struct MakeCredentialTests {
     @Test("a discoverable credential is stored with its user; a wrapped one is not")
     func storage() async throws {
         let key = TestKey()
-        var request = MakeCredentialBuilder()
-        request.rk = true
+        var request = MakeCredentialBuilder(rk: true)
         let made = try await key.makeCredential(request)
         let stored = try #require(try key.store.credential(id: made.credentialId))
         #expect(stored.userId == [1, 2, 3, 4])
@@ -97,8 +96,7 @@ struct MakeCredentialTests {
     @Test("a new discoverable credential for the same user replaces the old one")
     func replacesSameUser() async throws {
         let key = TestKey()
-        var request = MakeCredentialBuilder()
-        request.rk = true
+        let request = MakeCredentialBuilder(rk: true)
         let first = try await key.makeCredential(request)
         let second = try await key.makeCredential(request)
         #expect(first.credentialId != second.credentialId)

@@ -20,6 +20,16 @@ struct PinUvAuthProtocolTests {
         PinUvAuthProtocol(version: version, entropy: DeterministicEntropy(seed: Array(seed.utf8)))
     }
 
+    /// An OpenSSL platform that agreed on a shared secret with the authenticator's side of
+    /// `version`, and the secret as the authenticator decapsulated it.
+    func agreed(_ version: PinUvAuthProtocolVersion) throws -> (platform: TestPlatform, shared: [UInt8]) {
+        let authenticator = makeProtocol(version)
+        let platform = try TestPlatform(
+            version: Int(version.rawValue), authenticatorKey: authenticator.getPublicKey().mapValue()
+        )
+        return (platform, try authenticator.decapsulate(platform.keyAgreement))
+    }
+
     @Test("getPublicKey is an EC2 P-256 COSE_Key with alg -25 on the curve", arguments: versions)
     func publicKey(version: PinUvAuthProtocolVersion) throws {
         let key = try makeProtocol(version).getPublicKey().mapValue()
@@ -37,11 +47,7 @@ struct PinUvAuthProtocolTests {
 
     @Test("decapsulate agrees with an OpenSSL platform's ECDH and KDF", arguments: versions)
     func decapsulate(version: PinUvAuthProtocolVersion) throws {
-        let authenticator = makeProtocol(version)
-        let platform = try TestPlatform(
-            version: Int(version.rawValue), authenticatorKey: authenticator.getPublicKey().mapValue()
-        )
-        let shared = try authenticator.decapsulate(platform.keyAgreement)
+        let (platform, shared) = try agreed(version)
         #expect(shared == platform.sharedSecret)
         #expect(shared.count == version.sharedSecretByteCount)
         if version == .one { #expect(shared == opensslSHA256(platform.z)) }
@@ -88,11 +94,7 @@ struct PinUvAuthProtocolTests {
 
     @Test("encrypt and decrypt interoperate with the OpenSSL platform both ways", arguments: versions)
     func encryptDecrypt(version: PinUvAuthProtocolVersion) throws {
-        let authenticator = makeProtocol(version)
-        let platform = try TestPlatform(
-            version: Int(version.rawValue), authenticatorKey: authenticator.getPublicKey().mapValue()
-        )
-        let shared = try authenticator.decapsulate(platform.keyAgreement)
+        let (platform, shared) = try agreed(version)
         let entropy = DeterministicEntropy(seed: [2])
         let plaintext = Array(UInt8(100)..<UInt8(132))
 
@@ -113,11 +115,7 @@ struct PinUvAuthProtocolTests {
 
     @Test("authenticate matches the platform's MAC; verify refuses any other", arguments: versions)
     func authenticateVerify(version: PinUvAuthProtocolVersion) throws {
-        let authenticator = makeProtocol(version)
-        let platform = try TestPlatform(
-            version: Int(version.rawValue), authenticatorKey: authenticator.getPublicKey().mapValue()
-        )
-        let shared = try authenticator.decapsulate(platform.keyAgreement)
+        let (platform, shared) = try agreed(version)
         let message = Array("newPinEnc".utf8)
         let mac = platform.authenticate(message)
         #expect(mac.count == (version == .one ? 16 : 32))

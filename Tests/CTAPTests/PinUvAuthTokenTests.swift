@@ -215,8 +215,7 @@ struct PinUvAuthTokenTests {
     @Test("without a token: a discoverable credential needs one (PUAT_REQUIRED), a non-discoverable one is made without UV")
     func withoutToken() async throws {
         let key = try await keyWithPIN()
-        var resident = MakeCredentialBuilder()
-        resident.rk = true
+        let resident = MakeCredentialBuilder(rk: true)
         #expect(try await key.send(.makeCredential, resident.cbor).0 == .pinUvAuthTokenRequired)
         #expect(key.presence.requests.isEmpty)
         let made = try await key.makeCredential(MakeCredentialBuilder())

@@ -15,24 +15,14 @@ struct PythonPinClientTests {
     @Test("python-fido2's ClientPin (protocols One and Two) and Fido2Client with UV required work against the key")
     func pythonClient() async throws {
         let key = TestKey()
-        let (exitCode, output, calls) = try await runPythonClient(script: "pin_client.py") { request in
-            await key.authenticator.handleCBOR(request)
-        }
-        #expect(exitCode == 0, "pin_client.py said: \(output)")
-        #expect(output.contains("DONE 26 checks"), "\(output)")
-        #expect(calls > 30, "the client really talked to the key")
+        try await expectPythonClient("pin_client.py", against: key, checks: 26, callsOver: 30)
         #expect(try await key.pinRetries().0 == 8)
     }
 
     @Test("python-fido2's CredentialManagement and Config (protocols One and Two) work against the key")
     func pythonCredentialManagementAndConfig() async throws {
         let key = TestKey()
-        let (exitCode, output, calls) = try await runPythonClient(script: "credman_config_client.py") { request in
-            await key.authenticator.handleCBOR(request)
-        }
-        #expect(exitCode == 0, "credman_config_client.py said: \(output)")
-        #expect(output.contains("DONE 54 checks"), "\(output)")
-        #expect(calls > 60, "the client really talked to the key")
+        try await expectPythonClient("credman_config_client.py", against: key, checks: 54, callsOver: 60)
         // What the script left behind, read here rather than taken on its word:
         // every credential deleted, alwaysUv off again, minPINLength 6 and the
         // forced change done with the PIN it chose.
@@ -45,27 +35,32 @@ struct PythonPinClientTests {
     }
 }
 
-/// Runs a script from Tests/python with python3 (LATCHKEY_PYTHON overrides)
-/// that sends `CALL <hex>` lines and reads one hex answer line for each from
-/// `answer`. Returns the exit code, every other line it printed, and how many
-/// calls it made.
+/// Runs `script`, a python-fido2 client from Tests/python, against `key`, and expects it to
+/// exit 0 having passed `checks` checks in more than `calls` calls (so it really talked to
+/// the key).
+func expectPythonClient(
+    _ script: String,
+    against key: TestKey,
+    checks: Int,
+    callsOver calls: Int,
+    sourceLocation: SourceLocation = #_sourceLocation
+) async throws {
+    let (exitCode, output, made) = try await runPythonClient(script: script) { request in
+        await key.authenticator.handleCBOR(request)
+    }
+    #expect(exitCode == 0, "\(script) said: \(output)", sourceLocation: sourceLocation)
+    #expect(output.contains("DONE \(checks) checks"), "\(output)", sourceLocation: sourceLocation)
+    #expect(made > calls, "the client really talked to the key", sourceLocation: sourceLocation)
+}
+
+/// Runs a script from Tests/python that sends `CALL <hex>` lines and reads one hex answer
+/// line for each from `answer`. Returns the exit code, every other line it printed, and how
+/// many calls it made.
 func runPythonClient(
     script: String,
     answer: ([UInt8]) async -> [UInt8]
 ) async throws -> (Int32, String, Int) {
-    let scriptURL = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("python").appendingPathComponent(script)
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    let python = ProcessInfo.processInfo.environment["LATCHKEY_PYTHON"] ?? "python3"
-    process.arguments = [python, scriptURL.path]
-    let stdin = Pipe()
-    let stdout = Pipe()
-    process.standardInput = stdin
-    process.standardOutput = stdout
-    process.standardError = stdout
-    try process.run()
+    let (process, stdin, stdout) = try startPython(script)
 
     var log = ""
     var calls = 0
@@ -93,4 +88,23 @@ func runPythonClient(
     try stdin.fileHandleForWriting.close()
     process.waitUntilExit()
     return (process.terminationStatus, log, calls)
+}
+
+/// Starts a script from Tests/python with python3 (LATCHKEY_PYTHON overrides), its
+/// standard output and standard error on one pipe.
+func startPython(_ script: String) throws -> (process: Process, stdin: Pipe, stdout: Pipe) {
+    let scriptURL = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("python").appendingPathComponent(script)
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    let python = ProcessInfo.processInfo.environment["LATCHKEY_PYTHON"] ?? "python3"
+    process.arguments = [python, scriptURL.path]
+    let stdin = Pipe()
+    let stdout = Pipe()
+    process.standardInput = stdin
+    process.standardOutput = stdout
+    process.standardError = stdout
+    try process.run()
+    return (process, stdin, stdout)
 }

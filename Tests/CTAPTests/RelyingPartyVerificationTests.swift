@@ -94,19 +94,7 @@ struct RelyingPartyVerificationTests {
 /// Runs a script from Tests/python with python3 (LATCHKEY_PYTHON overrides),
 /// feeding `input` on stdin; returns the exit code and everything it printed.
 func runPython(script: String, input: Data) throws -> (Int32, String) {
-    let scriptURL = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("python").appendingPathComponent(script)
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    let python = ProcessInfo.processInfo.environment["LATCHKEY_PYTHON"] ?? "python3"
-    process.arguments = [python, scriptURL.path]
-    let stdin = Pipe()
-    let stdout = Pipe()
-    process.standardInput = stdin
-    process.standardOutput = stdout
-    process.standardError = stdout
-    try process.run()
+    let (process, stdin, stdout) = try startPython(script)
     stdin.fileHandleForWriting.write(input)
     try stdin.fileHandleForWriting.close()
     let output = stdout.fileHandleForReading.readDataToEndOfFile()

@@ -182,17 +182,10 @@ struct MakeCredentialBuilder {
             (1, .bytes(clientDataHash)), (2, .textMap(rp)), (3, .textMap(user)),
             (4, .array(algorithms.map { .textMap([("alg", .int($0)), ("type", "public-key")]) })),
         ]
-        if !excludeList.isEmpty {
-            entries.append((5, .array(excludeList.map { .textMap([("id", .bytes($0)), ("type", "public-key")]) })))
-        }
-        if !extensions.isEmpty { entries.append((6, .textMap(extensions))) }
-        var options: [(String, CBORValue)] = []
-        if let rk { options.append(("rk", .boolean(rk))) }
-        if let up { options.append(("up", .boolean(up))) }
-        if let uv { options.append(("uv", .boolean(uv))) }
-        if !options.isEmpty { entries.append((7, .textMap(options))) }
-        if let pinUvAuthParam { entries.append((8, .bytes(pinUvAuthParam))) }
-        if let pinUvAuthProtocol { entries.append((9, .int(pinUvAuthProtocol))) }
+        entries += commonEntries(
+            from: 5, credentials: excludeList, extensions: extensions, options: [("rk", rk), ("up", up), ("uv", uv)],
+            pinUvAuthParam: pinUvAuthParam, pinUvAuthProtocol: pinUvAuthProtocol
+        )
         if let enterpriseAttestation { entries.append((10, .int(enterpriseAttestation))) }
         return .intMap(entries)
     }
@@ -210,20 +203,37 @@ struct GetAssertionBuilder {
     var extensions: [(String, CBORValue)] = []
 
     var cbor: CBORValue {
-        var entries: [(Int, CBORValue)] = [(1, .text(rpId)), (2, .bytes(clientDataHash))]
-        if !allowList.isEmpty {
-            entries.append((3, .array(allowList.map { .textMap([("id", .bytes($0)), ("type", "public-key")]) })))
-        }
-        if !extensions.isEmpty { entries.append((4, .textMap(extensions))) }
-        var options: [(String, CBORValue)] = []
-        if let rk { options.append(("rk", .boolean(rk))) }
-        if let up { options.append(("up", .boolean(up))) }
-        if let uv { options.append(("uv", .boolean(uv))) }
-        if !options.isEmpty { entries.append((5, .textMap(options))) }
-        if let pinUvAuthParam { entries.append((6, .bytes(pinUvAuthParam))) }
-        if let pinUvAuthProtocol { entries.append((7, .int(pinUvAuthProtocol))) }
-        return .intMap(entries)
+        let entries: [(Int, CBORValue)] = [(1, .text(rpId)), (2, .bytes(clientDataHash))]
+        return .intMap(
+            entries + commonEntries(
+                from: 3, credentials: allowList, extensions: extensions, options: [("rk", rk), ("up", up), ("uv", uv)],
+                pinUvAuthParam: pinUvAuthParam, pinUvAuthProtocol: pinUvAuthProtocol
+            )
+        )
     }
+}
+
+/// The keys makeCredential and getAssertion share, in this order from key `first`: the
+/// credential list (excludeList, allowList), extensions, options, pinUvAuthParam and
+/// pinUvAuthProtocol. Empty lists and nil values are left out.
+private func commonEntries(
+    from first: Int,
+    credentials: [[UInt8]],
+    extensions: [(String, CBORValue)],
+    options: [(String, Bool?)],
+    pinUvAuthParam: [UInt8]?,
+    pinUvAuthProtocol: Int?
+) -> [(Int, CBORValue)] {
+    var entries: [(Int, CBORValue)] = []
+    if !credentials.isEmpty {
+        entries.append((first, .array(credentials.map { .textMap([("id", .bytes($0)), ("type", "public-key")]) })))
+    }
+    if !extensions.isEmpty { entries.append((first + 1, .textMap(extensions))) }
+    let set = options.compactMap { name, value in value.map { (name, CBORValue.boolean($0)) } }
+    if !set.isEmpty { entries.append((first + 2, .textMap(set))) }
+    if let pinUvAuthParam { entries.append((first + 3, .bytes(pinUvAuthParam))) }
+    if let pinUvAuthProtocol { entries.append((first + 4, .int(pinUvAuthProtocol))) }
+    return entries
 }
 
 /// A parsed makeCredential response.

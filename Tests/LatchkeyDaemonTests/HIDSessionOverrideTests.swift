@@ -75,6 +75,15 @@ struct HIDSessionOverrideTests {
         )
     }
 
+    /// A session with an override queue of its own, and the channel CTAPHID_INIT gave it.
+    static func initialized() async throws -> (HIDSession, Wire, OverrideQueue, UInt32) {
+        let outbox = Wire()
+        let overrides = OverrideQueue()
+        let session = try Self.session(overrides: overrides, outbox: outbox)
+        let (channel, _) = try await Self.initialize(session, outbox: outbox)
+        return (session, outbox, overrides, channel)
+    }
+
     /// CTAPHID_INIT on the broadcast channel: the new channel and the capabilities.
     static func initialize(_ session: HIDSession, outbox: Wire) async throws -> (UInt32, UInt8) {
         let nonce: [UInt8] = [1, 2, 3, 4, 5, 6, 7, 8]
@@ -114,10 +123,7 @@ extension HIDSessionOverrideTests {
 
     @Test("malformed-response answers status 0 with CBOR that does not decode, once")
     func malformed() async throws {
-        let outbox = Wire()
-        let overrides = OverrideQueue()
-        let session = try Self.session(overrides: overrides, outbox: outbox)
-        let (channel, _) = try await Self.initialize(session, outbox: outbox)
+        let (session, outbox, overrides, channel) = try await Self.initialized()
         overrides.add(.malformedResponse, operations: [.getInfo])
         let bad = try #require(
             await Self.exchange(session, outbox: outbox, channel: channel, command: .cbor, payload: [0x04]).first
@@ -134,10 +140,7 @@ extension HIDSessionOverrideTests {
 
     @Test("drop-connection sends nothing and yanks the transport")
     func drop() async throws {
-        let outbox = Wire()
-        let overrides = OverrideQueue()
-        let session = try Self.session(overrides: overrides, outbox: outbox)
-        let (channel, _) = try await Self.initialize(session, outbox: outbox)
+        let (session, outbox, overrides, channel) = try await Self.initialized()
         overrides.add(.dropConnection, operations: [.getInfo])
         let before = outbox.reports.withLock { $0.count }
         for report in CTAPHIDPacketizer.fragment(channel: channel, command: .cbor, payload: [0x04]) {

@@ -319,6 +319,14 @@ final class RecordingSink: PolicyEventSink, @unchecked Sendable {
 struct PolicyBrokerTests {
     let logger = Logger(label: "test")
 
+    /// A broker for key "k" that prompts, on a key with built-in user verification.
+    func uvPrompting(_ policy: PolicySettings, board: PresenceBoard = PresenceBoard()) -> PresenceBroker {
+        PresenceBroker(
+            key: "k", mode: .prompt, timeoutSeconds: 30, board: board, logger: logger, policy: policy,
+            builtInUserVerification: true
+        )
+    }
+
     @Test("a conditional registration skips the board, is recorded, and tags its credential's event")
     func conditional() async throws {
         let board = PresenceBoard()
@@ -399,15 +407,7 @@ struct PolicyBrokerTests {
     func updateValidation() throws {
         var prompt = PolicySettings()
         prompt.userVerification = .prompt
-        let broker = PresenceBroker(
-            key: "k",
-            mode: .prompt,
-            timeoutSeconds: 30,
-            board: PresenceBoard(),
-            logger: logger,
-            policy: prompt,
-            builtInUserVerification: true
-        )
+        let broker = uvPrompting(prompt)
         var change = PolicyOverrides()
         change.userVerification = .auto
         change.requirePin = true
@@ -428,15 +428,7 @@ struct PolicyBrokerTests {
         var settings = PolicySettings()
         settings.userVerification = .prompt
         let board = PresenceBoard()
-        let broker = PresenceBroker(
-            key: "k",
-            mode: .prompt,
-            timeoutSeconds: 30,
-            board: board,
-            logger: logger,
-            policy: settings,
-            builtInUserVerification: true
-        )
+        let broker = uvPrompting(settings, board: board)
         let request = PresenceRequest(operation: .getAssertion, rpId: "example.com", userVerification: true)
         let waiting = Task { await broker.requestPresence(request) }
         while board.pending().isEmpty { try await Task.sleep(for: .milliseconds(5)) }

@@ -11,6 +11,15 @@ import Testing
 struct PresenceTests {
     let logger = Logger(label: "test")
 
+    /// A broker for key "k" that prompts on its board, and a makeCredential waiting there.
+    func pendingPrompt() async throws -> (PresenceBoard, PresenceBroker, Task<PresenceOutcome, Never>) {
+        let board = PresenceBoard()
+        let broker = PresenceBroker(key: "k", mode: .prompt, timeoutSeconds: 30, board: board, logger: logger)
+        let waiting = Task { await broker.requestPresence(PresenceRequest(operation: .makeCredential)) }
+        while board.pending().isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+        return (board, broker, waiting)
+    }
+
     @Test("auto approves and deny refuses at once")
     func fixedModes() async {
         let board = PresenceBoard()
@@ -56,10 +65,7 @@ struct PresenceTests {
 
     @Test("cancelling the waiting task (CTAPHID_CANCEL) ends the prompt")
     func cancel() async throws {
-        let board = PresenceBoard()
-        let broker = PresenceBroker(key: "k", mode: .prompt, timeoutSeconds: 30, board: board, logger: logger)
-        let waiting = Task { await broker.requestPresence(PresenceRequest(operation: .makeCredential)) }
-        while board.pending().isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+        let (board, _, waiting) = try await pendingPrompt()
         waiting.cancel()
         #expect(await waiting.value == .cancelled)
         #expect(board.pending().isEmpty)
@@ -67,10 +73,7 @@ struct PresenceTests {
 
     @Test("switching a key to auto approves what it was waiting for")
     func modeChange() async throws {
-        let board = PresenceBoard()
-        let broker = PresenceBroker(key: "k", mode: .prompt, timeoutSeconds: 30, board: board, logger: logger)
-        let waiting = Task { await broker.requestPresence(PresenceRequest(operation: .makeCredential)) }
-        while board.pending().isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+        let (_, broker, waiting) = try await pendingPrompt()
         broker.update(mode: .auto, timeoutSeconds: nil)
         #expect(await waiting.value == .approved)
         #expect(await broker.requestPresence(PresenceRequest(operation: .makeCredential)) == .approved)

@@ -14,7 +14,7 @@ struct DeviceLifecycleTests {
     func fullLifecycle() throws {
         let kernel = try StandInKernel()
         let configuration = testConfiguration()
-        let device = try UHIDDevice(configuration: configuration, fileDescriptor: kernel.deviceDescriptor)
+        let device = try kernel.device(configuration)
         let recorder = EventRecorder()
         try device.start(handler: recorder.handler)
 
@@ -85,10 +85,8 @@ struct DeviceLifecycleTests {
     @Test("an OUTPUT of another report type and an unknown event become warnings; the reader goes on")
     func warnings() throws {
         let kernel = try StandInKernel()
-        let device = try UHIDDevice(configuration: testConfiguration(), fileDescriptor: kernel.deviceDescriptor)
         let recorder = EventRecorder()
-        try device.start(handler: recorder.handler)
-        _ = try kernel.readEvent()
+        let device = try kernel.startedDevice(recording: recorder)
 
         try kernel.send(.output(UHIDOutputRequest(data: pattern(64), rtype: .feature)))
         var unknown = [UInt8](repeating: 0, count: 4380)
@@ -116,7 +114,7 @@ struct DeviceLifecycleTests {
     @Test("destroy() stops a reader blocked in poll at once, and is idempotent")
     func destroyIsPromptAndIdempotent() throws {
         let kernel = try StandInKernel()
-        let device = try UHIDDevice(configuration: testConfiguration(), fileDescriptor: kernel.deviceDescriptor)
+        let device = try kernel.device()
         try device.start { _ in }
         _ = try kernel.readEvent()
         usleep(50_000)  // let the reader block
@@ -131,7 +129,7 @@ struct DeviceLifecycleTests {
     @Test("destroy() from inside the handler writes DESTROY and the reader closes the descriptor")
     func destroyFromHandler() throws {
         let kernel = try StandInKernel()
-        let device = try UHIDDevice(configuration: testConfiguration(), fileDescriptor: kernel.deviceDescriptor)
+        let device = try kernel.device()
         let holder = Mutex<UHIDDevice?>(device)
         let recorder = EventRecorder()
         let record = recorder.handler
@@ -150,7 +148,7 @@ struct DeviceLifecycleTests {
     func deinitDestroys() throws {
         let kernel = try StandInKernel()
         do {
-            let device = try UHIDDevice(configuration: testConfiguration(), fileDescriptor: kernel.deviceDescriptor)
+            let device = try kernel.device()
             try device.start { _ in }
             _ = try kernel.readEvent()
         }
@@ -160,7 +158,7 @@ struct DeviceLifecycleTests {
     @Test("a device never started closes its descriptor without writing DESTROY")
     func destroyUnstarted() throws {
         let kernel = try StandInKernel()
-        let device = try UHIDDevice(configuration: testConfiguration(), fileDescriptor: kernel.deviceDescriptor)
+        let device = try kernel.device()
         #expect(throws: UHIDError(.notStarted, "")) { try device.sendInputReport(pattern(64)) }
         device.destroy()
         #expect(try kernel.eventsUntilEndOfFile() == [])
@@ -170,7 +168,7 @@ struct DeviceLifecycleTests {
     @Test("start twice throws alreadyStarted; an oversized input report throws invalidEvent")
     func misuse() throws {
         let kernel = try StandInKernel()
-        let device = try UHIDDevice(configuration: testConfiguration(), fileDescriptor: kernel.deviceDescriptor)
+        let device = try kernel.device()
         try device.start { _ in }
         #expect(throws: UHIDError(.alreadyStarted, "")) { try device.start { _ in } }
         #expect(throws: UHIDError(.invalidEvent, "")) { try device.sendInputReport(pattern(4097)) }
@@ -197,7 +195,7 @@ struct DeviceLifecycleTests {
         let kernel = try StandInKernel()
         var configuration = testConfiguration(uniq: String(repeating: "u", count: 64))
         #expect(throws: UHIDError(.invalidEvent, "")) {
-            try UHIDDevice(configuration: configuration, fileDescriptor: kernel.deviceDescriptor)
+            try kernel.device(configuration)
         }
         #expect(try kernel.eventsUntilEndOfFile() == [])
         configuration = testConfiguration()
@@ -211,10 +209,8 @@ struct DeviceLifecycleTests {
     @Test("the handler sees events in order under a burst, and input reports from many threads all arrive whole")
     func burst() throws {
         let kernel = try StandInKernel()
-        let device = try UHIDDevice(configuration: testConfiguration(), fileDescriptor: kernel.deviceDescriptor)
         let recorder = EventRecorder()
-        try device.start(handler: recorder.handler)
-        _ = try kernel.readEvent()
+        let device = try kernel.startedDevice(recording: recorder)
         for index in 0..<200 {
             try kernel.send(.output(UHIDOutputRequest(data: pattern(64, start: UInt8(index)), rtype: .output)))
         }

@@ -1,6 +1,7 @@
 // The uhid event codec on its own: round trips, strict decoding of short,
 // oversized and unknown events, and encoder checks on fields that do not fit.
 
+import LatchkeyTestSupport
 import LatchkeyUHID
 import Testing
 
@@ -201,8 +202,8 @@ struct EventCodecTests {
         let types: [UInt32] = [1, 2, 3, 4, 5, 6, 9, 10, 11, 12, 13, 14, 0, 7, 99]
         var decoded = 0
         for _ in 0..<3000 {
-            let count = Int(generator.next() % 4400)
-            var bytes = (0..<count).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
+            var bytes = generator.bytes(below: 4400)
+            let count = bytes.count
             if count >= 4 {
                 // Mostly known types, with plausible sizes, so decoding gets past the type.
                 bytes.replaceSubrange(0..<4, with: le(types[Int(generator.next() % UInt64(types.count))]))
@@ -222,22 +223,5 @@ struct EventCodecTests {
             }
         }
         #expect(decoded > 100)
-    }
-}
-
-/// A small deterministic generator (SplitMix64) for the arbitrary-bytes test.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-
-    init(seed: UInt64) {
-        state = seed
-    }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

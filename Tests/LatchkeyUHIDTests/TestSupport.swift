@@ -62,6 +62,19 @@ final class StandInKernel {
         close(descriptor)
     }
 
+    /// A device on this kernel's far end.
+    func device(_ configuration: UHIDDeviceConfiguration = testConfiguration()) throws -> UHIDDevice {
+        try UHIDDevice(configuration: configuration, fileDescriptor: deviceDescriptor)
+    }
+
+    /// A started device whose events `recorder` keeps, past the UHID_CREATE2 it sent.
+    func startedDevice(recording recorder: EventRecorder) throws -> UHIDDevice {
+        let device = try self.device()
+        try device.start(handler: recorder.handler)
+        _ = try readEvent()
+        return device
+    }
+
     /// One message, or nil at end of file (the device closed its end);
     /// throws when nothing comes within `timeout`.
     func readMessage(timeout: Duration = .seconds(5)) throws -> [UInt8]? {

@@ -2,29 +2,18 @@
 // same driver the FuzzUSBIP fuzzer runs.
 
 import Foundation
+import LatchkeyTestSupport
 import Testing
 
 @_spi(Fuzzing) @testable import USBIP
 
 @Suite("USB/IP fuzz replay")
 struct FuzzReplayTests {
-    /// Every file in `Crashers/` except hidden ones (such as `.keep`) and notes (`*.md`).
-    static func crasherFiles() throws -> [URL] {
-        guard let directory = Bundle.module.url(forResource: "Crashers", withExtension: nil) else {
-            Issue.record("the Crashers resource directory is missing")
-            return []
-        }
-        return try FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil)
-            .filter { !$0.lastPathComponent.hasPrefix(".") && $0.pathExtension != "md" }
-            .sorted { $0.lastPathComponent < $1.lastPathComponent }
-    }
-
     @Test("every kept crasher replays through the server connection without breaking an invariant")
     func crashers() throws {
-        for file in try Self.crasherFiles() {
-            let input = [UInt8](try Data(contentsOf: file))
-            let violations = USBIPFuzzDriver.run(input)
-            #expect(violations.isEmpty, "\(file.lastPathComponent): \(violations)")
+        for crasher in try keptCrashers(in: .module) {
+            let violations = USBIPFuzzDriver.run(crasher.bytes)
+            #expect(violations.isEmpty, "\(crasher.name): \(violations)")
         }
     }
 
@@ -32,8 +21,7 @@ struct FuzzReplayTests {
     func generatedInputs() {
         var generator = SplitMix64(seed: 0x0005_B1B1)
         for _ in 0..<400 {
-            let count = Int(generator.next() % 1024)
-            var input = (0..<count).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
+            var input = generator.bytes(below: 1024)
             // Bias half the inputs toward deep states: an import of "1-1" first, then mostly
             // structured commands and reports.
             if generator.next() % 2 == 0 {

@@ -178,21 +178,15 @@ struct HostileInputTests {
 
     @Test("the client decoder refuses a RET_SUBMIT for no outstanding command")
     func clientRefusesUnknownSeqnum() throws {
-        var decoder = USBIPClientDecoder()
-        decoder.append(USBIPOpRepImport(device: testExports[0].record).encodedBytes)
-        _ = try decoder.next()
+        var decoder = try importedClientDecoder()
         decoder.append(USBIPRetSubmit(seqnum: 9, status: .success, actualLength: 0).encodedBytes)
         #expect(throws: USBIPError(.unknownSeqnum, "")) { try decoder.next() }
     }
 
     @Test("the client decoder refuses an IN reply longer than the URB's buffer")
     func clientRefusesOverlongReply() throws {
-        var decoder = USBIPClientDecoder()
-        decoder.append(USBIPOpRepImport(device: testExports[0].record).encodedBytes)
-        _ = try decoder.next()
-        decoder.expectReply(
-            to: USBIPCmdSubmit(seqnum: 1, devid: 0x0001_0002, direction: .in, ep: 1, transferBufferLength: 8)
-        )
+        var decoder = try importedClientDecoder()
+        decoder.expectReply(to: inURB(seqnum: 1, length: 8))
         decoder.append(
             USBIPRetSubmit(seqnum: 1, status: .success, actualLength: 64, transferBuffer: report(0)).encodedBytes
         )
@@ -201,12 +195,8 @@ struct HostileInputTests {
 
     @Test("the client decoder refuses a RET_SUBMIT for an URB unlinked with -ECONNRESET")
     func clientRefusesReplyAfterUnlink() throws {
-        var decoder = USBIPClientDecoder()
-        decoder.append(USBIPOpRepImport(device: testExports[0].record).encodedBytes)
-        _ = try decoder.next()
-        decoder.expectReply(
-            to: USBIPCmdSubmit(seqnum: 1, devid: 0x0001_0002, direction: .in, ep: 1, transferBufferLength: 64)
-        )
+        var decoder = try importedClientDecoder()
+        decoder.expectReply(to: inURB(seqnum: 1, length: 64))
         decoder.expectReply(to: USBIPCmdUnlink(seqnum: 2, devid: 0x0001_0002, unlinkSeqnum: 1))
         decoder.append(USBIPRetUnlink(seqnum: 2, status: .connectionReset).encodedBytes)
         #expect(try decoder.next() == .retUnlink(USBIPRetUnlink(seqnum: 2, status: .connectionReset)))
@@ -238,4 +228,17 @@ struct HostileInputTests {
         }
         #expect(messages == [.opRepDevlist(reply)])
     }
+}
+
+/// A client decoder past the OP_REP_IMPORT of the first test export: in the URB phase.
+private func importedClientDecoder() throws -> USBIPClientDecoder {
+    var decoder = USBIPClientDecoder()
+    decoder.append(USBIPOpRepImport(device: testExports[0].record).encodedBytes)
+    _ = try decoder.next()
+    return decoder
+}
+
+/// An interrupt-IN URB of `length` bytes to the first test export.
+private func inURB(seqnum: UInt32, length: Int32) -> USBIPCmdSubmit {
+    USBIPCmdSubmit(seqnum: seqnum, devid: 0x0001_0002, direction: .in, ep: 1, transferBufferLength: length)
 }

@@ -232,9 +232,7 @@ struct SessionTests {
     @Test("halting the IN endpoint fails held URBs with -EPIPE; clearing it lets reports flow again")
     func endpointHalt() throws {
         var harness = Harness()
-        try harness.attach()
-        let (held, heldBytes) = harness.client.interruptIn()
-        _ = try harness.send(heldBytes)
+        let held = try harness.attachHoldingInterruptIn()
         let halt = USBSetupPacket(bmRequestType: 0x02, bRequest: USBStandardRequest.setFeature, wIndex: 0x81)
         let (haltReply, haltOutcome) = try harness.control(halt)
         #expect(haltReply?.status == .success)
@@ -252,9 +250,7 @@ struct SessionTests {
     @Test("SET_CONFIGURATION(0) fails held IN URBs with -ESHUTDOWN, and interrupt URBs until reconfigured")
     func deconfigure() throws {
         var harness = Harness()
-        try harness.attach()
-        let (held, heldBytes) = harness.client.interruptIn()
-        _ = try harness.send(heldBytes)
+        let held = try harness.attachHoldingInterruptIn()
         let (_, outcome) = try harness.control(Setup.setConfiguration(0))
         #expect(outcome.retSubmits.first { $0.seqnum == held }?.status == .shutdown)
         let out = try harness.send(harness.client.interruptOut(report(0)).bytes)

@@ -2,6 +2,7 @@
 // and reads the server's replies with USBIPClientDecoder, as vhci-hcd would; a harness that
 // feeds it to a server connection whole, byte by byte, or split at random; and fixtures.
 
+import LatchkeyTestSupport
 import Testing
 
 @testable import USBIP
@@ -247,27 +248,21 @@ struct Harness {
         }
     }
 
+    /// Attaches "1-1" and sends one interrupt-IN URB, which waits there for a report; returns
+    /// its seqnum.
+    mutating func attachHoldingInterruptIn() throws -> UInt32 {
+        try attach()
+        let (held, heldBytes) = client.interruptIn()
+        _ = try send(heldBytes)
+        return held
+    }
+
     /// Runs one control transfer and returns its reply.
     mutating func control(_ setup: USBSetupPacket, data: [UInt8] = []) throws -> (USBIPRetSubmit?, Outcome) {
         let (seqnum, bytes) = client.control(setup, data: data)
         let outcome = try send(bytes)
         let reply = outcome.retSubmits.first { $0.seqnum == seqnum }
         return (reply, outcome)
-    }
-}
-
-/// A small deterministic generator (SplitMix64), so sampled inputs are the same every run.
-struct SplitMix64 {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 

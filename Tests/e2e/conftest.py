@@ -32,6 +32,7 @@ E2E_DIR = Path(__file__).resolve().parent
 REPO = E2E_DIR.parents[1]
 sys.path.insert(0, str(E2E_DIR))
 
+import ctaphid_raw as raw  # noqa: E402
 import usbip_client as usbip  # noqa: E402
 import usbip_hid  # noqa: E402
 from sse import EventStream  # noqa: E402
@@ -61,6 +62,19 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.05):
             raise AssertionError(f"timed out after {timeout} s waiting for {what}"
                                  + (f" (last error: {last_error!r})" if last_error else ""))
         time.sleep(interval)
+
+
+def terminate(proc: subprocess.Popen) -> None:
+    """Stops a helper process started in its own session: SIGTERM, then SIGKILL to the
+    session after 5 s."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(5)
 
 
 # ---- control API client ------------------------------------------------------------
@@ -150,6 +164,13 @@ class ControlClient:
     def pending(self, key: str | None = None) -> list[dict]:
         entries = self.get("/v1/presence/pending")
         return [p for p in entries if key is None or p["key"] == key]
+
+    def decide(self, key: str, verdict: str, what: str = "a pending request") -> dict:
+        """Waits for the one presence request pending on `key`, then answers it: `verdict`
+        is "approve" or "deny". Returns the request."""
+        [entry] = wait_for(lambda: self.pending(key), 5, what)
+        self.post(f"/v1/presence/pending/{entry['id']}/{verdict}")
+        return entry
 
 
 def assert_error_document(body) -> None:
@@ -391,6 +412,13 @@ class Opened:
         self.raw.append(dev)
         return dev
 
+    def channels(self, busid: str) -> raw.HostChannels:
+        """Raw CTAPHID on a fresh import of `busid`: enumerated, two IN URBs queued."""
+        dev = self.attach(busid)
+        usbip_hid.enumerate_fido_device(dev)
+        dev.start_input(2)
+        return raw.HostChannels(dev)
+
     def close_and_check(self) -> list[str]:
         problems = []
         devices = [(i.device, i) for i in self.interfaces] + [(d, None) for d in self.raw]
@@ -439,12 +467,7 @@ def standin():
         assert line[:1] == ["READY"], f"stand-in said {line!r}: {proc.stderr.read() if proc.poll() is not None else ''}"
         yield port, line[1]
     finally:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(5)
+        terminate(proc)
 
 
 @pytest.fixture

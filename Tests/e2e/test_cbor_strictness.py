@@ -13,7 +13,6 @@ from fido2 import cbor
 
 import ctaphid_raw as raw
 import rp
-import usbip_hid
 
 INVALID_LENGTH, INVALID_CBOR = 0x03, 0x12
 
@@ -40,10 +39,7 @@ NON_MINIMAL = {
 
 @pytest.fixture
 def host(usb, key):
-    dev = usb.attach(key["usbip"]["busid"])
-    usbip_hid.enumerate_fido_device(dev)
-    dev.start_input(2)
-    return raw.HostChannels(dev)
+    return usb.channels(key["usbip"]["busid"])
 
 
 @pytest.mark.parametrize("name", list(NON_MINIMAL))

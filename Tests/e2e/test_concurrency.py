@@ -18,7 +18,6 @@ from fido2.ctap2 import Ctap2
 
 import ctaphid_raw as raw
 import rp
-import usbip_hid
 from conftest import wait_for
 
 
@@ -43,15 +42,19 @@ def run_threads(targets, timeout: float = 25.0):
         raise errors[0]
 
 
-def raw_device(usb, busid):
-    dev = usb.attach(busid)
-    usbip_hid.enumerate_fido_device(dev)
-    dev.start_input(2)
-    return raw.HostChannels(dev)
+def register_and_authenticate(device, residents, after_each=lambda: None):
+    """A registration and an authentication with it for each of `residents` (a
+    discoverable credential or not), on one client; `after_each` runs after each pair."""
+    client = rp.make_client(device)
+    server = rp.make_server()
+    for resident in residents:
+        reg = rp.register(client, server, resident_key=resident)
+        rp.authenticate(client, server, [reg.credential], allow=True)
+        after_each()
 
 
 def test_second_channel_mid_message_is_busy_or_served_after(usb, key):
-    host = raw_device(usb, key["usbip"]["busid"])
+    host = usb.channels(key["usbip"]["busid"])
     a, b = host.open_channel(), host.open_channel()
     assert a != b
     payload_a, payload_b = os.urandom(500), os.urandom(300)
@@ -78,7 +81,7 @@ def test_second_channel_mid_message_is_busy_or_served_after(usb, key):
 def test_other_channel_is_busy_while_a_request_waits_for_presence(usb, control, key):
     name = key["name"]
     control.put(f"/v1/keys/{name}/presence", {"mode": "prompt", "timeoutSeconds": 10})
-    host = raw_device(usb, key["usbip"]["busid"])
+    host = usb.channels(key["usbip"]["busid"])
     a, b = host.open_channel(), host.open_channel()
     request = bytes([0x01]) + cbor.encode({
         1: os.urandom(32), 2: {"id": rp.RP_ID, "name": "Example"},
@@ -104,11 +107,7 @@ def test_two_python_fido2_clients_share_one_import(usb, key):
     assert first._channel_id != second._channel_id
 
     def ceremonies():
-        client = rp.make_client(first)
-        server = rp.make_server()
-        for resident in (False, True, False):
-            reg = rp.register(client, server, resident_key=resident)
-            rp.authenticate(client, server, [reg.credential], allow=True)
+        register_and_authenticate(first, (False, True, False))
 
     def pings():
         for _ in range(15):
@@ -124,14 +123,7 @@ def test_two_keys_on_two_imports_at_once(usb, make_key):
     devices = [usb.ctap(k["usbip"]["busid"]) for k in keys]
 
     def ceremonies(device):
-        def run():
-            client = rp.make_client(device)
-            server = rp.make_server()
-            for resident in (True, False, True):
-                reg = rp.register(client, server, resident_key=resident)
-                rp.authenticate(client, server, [reg.credential], allow=True)
-                device.ping(os.urandom(700))
-        return run
+        return lambda: register_and_authenticate(device, (True, False, True), lambda: device.ping(os.urandom(700)))
 
     run_threads([ceremonies(d) for d in devices])
     infos = [Ctap2(d).get_info() for d in devices]

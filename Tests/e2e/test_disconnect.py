@@ -10,7 +10,6 @@ from fido2 import cbor
 
 import ctaphid_raw as raw
 import rp
-import usbip_hid
 from conftest import wait_for
 
 
@@ -21,13 +20,6 @@ def make_credential_request() -> bytes:
         4: [{"type": "public-key", "alg": -7}], 7: {"rk": True}})
 
 
-def attach_raw(usb, busid):
-    dev = usb.attach(busid)
-    usbip_hid.enumerate_fido_device(dev)
-    dev.start_input(2)
-    return raw.HostChannels(dev)
-
-
 def wait_detached(control, name):
     wait_for(lambda: control.key(name)["usbip"]["attached"] is False, 5,
              "the daemon to notice the connection is gone (usbip.attached false)")
@@ -35,7 +27,7 @@ def wait_detached(control, name):
 
 def assert_serves_at_once(usb, control, key):
     """A new import is served at once: its first request is answered, not ERR_CHANNEL_BUSY."""
-    host = attach_raw(usb, key["usbip"]["busid"])
+    host = usb.channels(key["usbip"]["busid"])
     cid = host.open_channel()
     assert host.call(cid, raw.PING, b"first") == (raw.PING, b"first")
     cmd, response = host.call(cid, raw.CBOR, make_credential_request(), timeout=10)
@@ -49,7 +41,7 @@ def assert_serves_at_once(usb, control, key):
 
 
 def test_client_vanishes_mid_message(usb, control, key):
-    host = attach_raw(usb, key["usbip"]["busid"])
+    host = usb.channels(key["usbip"]["busid"])
     assert control.key(key["name"])["usbip"]["attached"] is True
     cid = host.open_channel()
     packets = raw.packets(cid, raw.CBOR, make_credential_request())
@@ -62,7 +54,7 @@ def test_client_vanishes_mid_message(usb, control, key):
 
 
 def test_client_vanishes_with_in_urbs_outstanding_and_reports_queued(usb, control, key):
-    host = attach_raw(usb, key["usbip"]["busid"])
+    host = usb.channels(key["usbip"]["busid"])
     cid = host.open_channel()
     host.dev.stop_input()
     # Answers the host will never read: they wait in the device's queue.
@@ -77,7 +69,7 @@ def test_client_vanishes_with_in_urbs_outstanding_and_reports_queued(usb, contro
 def test_client_vanishes_while_presence_is_pending(usb, control, key):
     name = key["name"]
     control.put(f"/v1/keys/{name}/presence", {"mode": "prompt", "timeoutSeconds": 20})
-    host = attach_raw(usb, key["usbip"]["busid"])
+    host = usb.channels(key["usbip"]["busid"])
     cid = host.open_channel()
     host.send(cid, raw.CBOR, make_credential_request())
     wait_for(lambda: control.pending(name), 5, "the pending presence request")

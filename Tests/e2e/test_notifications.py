@@ -11,7 +11,6 @@ import json
 import os
 import queue
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -24,7 +23,7 @@ from fido2.ctap2 import Ctap2
 
 import rp
 from test_control_api import start_in_thread
-from conftest import Daemon, Opened, daemon_binary, wait_for
+from conftest import Daemon, Opened, daemon_binary, terminate, wait_for
 
 E2E_DIR = Path(__file__).resolve().parent
 FAKE_SERVER = E2E_DIR / "fake_notifications.py"
@@ -37,16 +36,6 @@ def python_with_gi() -> str | None:
             if probe.returncode == 0:
                 return candidate
     return None
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(5)
 
 
 class FakeServer:
@@ -111,8 +100,8 @@ def desktop(tmp_path_factory):
         if daemon is not None:
             daemon.stop()
         if server is not None:
-            stop(server.proc)
-        stop(bus)
+            terminate(server.proc)
+        terminate(bus)
     assert not daemon.problems, daemon.problems
 
 
@@ -223,8 +212,7 @@ def test_without_a_session_bus_prompts_work_and_it_is_logged_once(usb, control, 
     device = usb.ctap(key["usbip"]["busid"])
     for user in ("gina", "hank"):
         thread, result = start_in_thread(lambda: make_credential(device, user))
-        [entry] = wait_for(lambda: control.pending(key["name"]), 5, "a pending request")
-        control.post(f"/v1/presence/pending/{entry['id']}/approve")
+        control.decide(key["name"], "approve")
         thread.join(10)
         assert "error" not in result, result
     assert daemon.log_text().count("desktop notifications are off: no session D-Bus") == 1

@@ -112,8 +112,7 @@ def test_prompt_denied(usb, control, prompt_key):
     name = prompt_key["name"]
     device = usb.ctap(prompt_key["usbip"]["busid"])
     thread, result = start_in_thread(lambda: make_credential(device, "bob"))
-    [entry] = wait_for(lambda: control.pending(name), 5, "a pending request")
-    control.post(f"/v1/presence/pending/{entry['id']}/deny")
+    control.decide(name, "deny")
     thread.join(10)
     assert ctap_error(result) == CtapError.ERR.OPERATION_DENIED
     [decision] = decisions(control, name)
@@ -287,8 +286,7 @@ def test_fallback_prompts_when_no_condition_holds(usb, control, prompt_key):
     name = prompt_key["name"]
     device = usb.ctap(prompt_key["usbip"]["busid"])
     thread, result = start_in_thread(lambda: make_credential(device, "erin"))
-    [entry] = wait_for(lambda: control.pending(name), 5, "the fallback prompt")
-    control.post(f"/v1/presence/pending/{entry['id']}/approve")
+    control.decide(name, "approve", "the fallback prompt")
     thread.join(10)
     assert "error" not in result, result
     [decision] = decisions(control, name)
@@ -352,8 +350,7 @@ def test_user_verification_prompt_needs_a_persons_approval(usb, control, make_ke
     name = key["name"]
     device = usb.ctap(key["usbip"]["busid"])
     thread, result = start_in_thread(lambda: make_uv_credential(device))
-    [entry] = wait_for(lambda: control.pending(name), 5, "the UV prompt")
-    control.post(f"/v1/presence/pending/{entry['id']}/approve")
+    control.decide(name, "approve", "the UV prompt")
     thread.join(10)
     assert "error" not in result, result
     assert result["value"].auth_data.is_user_verified()

@@ -18,13 +18,6 @@ import usbip_hid
 from conftest import HOST, wait_for
 
 
-def attach_raw(usb, busid) -> raw.HostChannels:
-    dev = usb.attach(busid)
-    usbip_hid.enumerate_fido_device(dev)
-    dev.start_input(2)
-    return raw.HostChannels(dev)
-
-
 def test_urbs_written_in_pieces_and_batched_together(usb, key):
     dev = usb.attach(key["usbip"]["busid"])
     dev.write_split = 7  # every header and report crosses TCP segments
@@ -100,7 +93,7 @@ def test_hostile_handshake_leaves_the_server_serving(daemon, key, request_bytes)
 
 
 def test_every_ctaphid_command_byte_is_answered(usb, key):
-    host = attach_raw(usb, key["usbip"]["busid"])
+    host = usb.channels(key["usbip"]["busid"])
     cid = host.open_channel()
     for command in range(0x80):
         if command == raw.CANCEL:
@@ -116,7 +109,7 @@ def test_every_ctaphid_command_byte_is_answered(usb, key):
 
 
 def test_every_ctap2_command_byte_gets_a_status(usb, key):
-    host = attach_raw(usb, key["usbip"]["busid"])
+    host = usb.channels(key["usbip"]["busid"])
     cid = host.open_channel()
     for command in range(0x100):
         answer, data = host.call(cid, raw.CBOR, bytes([command]), timeout=10)
@@ -128,7 +121,7 @@ def test_every_ctap2_command_byte_gets_a_status(usb, key):
 def test_libfido2_touch_probe_gets_pin_not_set(usb, key):
     """libfido2 asks for a touch with a makeCredential carrying an empty pinUvAuthParam;
     a key with no PIN answers CTAP2_ERR_PIN_NOT_SET after the touch (CTAP 2.1 §6.1.2)."""
-    host = attach_raw(usb, key["usbip"]["busid"])
+    host = usb.channels(key["usbip"]["busid"])
     cid = host.open_channel()
     request = bytes([0x01]) + cbor.encode({
         1: os.urandom(32), 2: {"id": rp.RP_ID}, 3: {"id": b"\x01", "name": "probe"},

@@ -334,22 +334,22 @@ struct TableReader {
         return table[key]
     }
 
-    mutating func string(_ key: String) throws(ConfigurationError) -> String? {
-        guard let value = value(key) else { return nil }
-        guard let string = value.string else { throw ConfigurationError("\(path): \(key) must be a string") }
-        return string
-    }
+    mutating func string(_ key: String) throws(ConfigurationError) -> String? { try typed(key, \.string, "a string") }
 
-    mutating func int(_ key: String) throws(ConfigurationError) -> Int? {
-        guard let value = value(key) else { return nil }
-        guard let int = value.int else { throw ConfigurationError("\(path): \(key) must be an integer") }
-        return int
-    }
+    mutating func int(_ key: String) throws(ConfigurationError) -> Int? { try typed(key, \.int, "an integer") }
 
-    mutating func bool(_ key: String) throws(ConfigurationError) -> Bool? {
+    mutating func bool(_ key: String) throws(ConfigurationError) -> Bool? { try typed(key, \.bool, "true or false") }
+
+    /// The value of `key` as `read` sees it, nil when the key is absent; a value of another
+    /// type is an error saying what it must be.
+    private mutating func typed<Value>(
+        _ key: String,
+        _ read: (any TOMLValueConvertible) -> Value?,
+        _ mustBe: String
+    ) throws(ConfigurationError) -> Value? {
         guard let value = value(key) else { return nil }
-        guard let bool = value.bool else { throw ConfigurationError("\(path): \(key) must be true or false") }
-        return bool
+        guard let typed = read(value) else { throw ConfigurationError("\(path): \(key) must be \(mustBe)") }
+        return typed
     }
 
     mutating func transportSwitch(_ key: String) throws(ConfigurationError) -> TransportSwitch? {
