@@ -27,6 +27,13 @@
 #      VM 2 (chromium image, udevd running): --suite chromium - Chromium's create()
 #      and get() on the uhid key, then on the USB/IP-attached key.
 #      LATCHKEY_KERNEL_SUITES="base chromium" picks which (default both).
+#      The deb suite (not a default: it needs a release build): scripts/package-deb.sh
+#      builds the .deb first, and a VM with systemd as PID 1 (RIG_INIT=systemd, image
+#      EXTRA_PACKAGES="systemd udev") runs Tests/kernel/deb-checks.sh: apt install,
+#      systemctl enable --now, a user in the latchkey group, restart, stop, remove,
+#      purge. LATCHKEY_KERNEL_SUITES=deb alone uses the package's binaries, no debug build.
+#      On the shared 2-core machine: the first release build about 28 min, then
+#      package-deb.sh 17-25 s; the VM 224-297 s for 20 checks.
 #      LATCHKEY_KERNEL_ONLY="ctap21" runs only those groups of the base suite's
 #      checks (tools, python, faults, ctap21, channels; guest-checks.sh --only), for
 #      iterating.
@@ -72,6 +79,18 @@ as_root() {
 }
 
 # ---- 1. build -----------------------------------------------------------------------
+DEB=
+if [[ " $SUITES " == *" deb "* ]]; then
+    log "scripts/package-deb.sh (the deb suite)"
+    if ! DEB=$(scripts/package-deb.sh | tail -n 1) || [ ! -f "$DEB" ]; then
+        echo "kernel-tests: scripts/package-deb.sh failed" >&2
+        exit 1
+    fi
+    DEB=$(cd "$(dirname "$DEB")" && pwd -P)/$(basename "$DEB")
+    case "$DEB" in "$REPO"/*) ;; *) echo "kernel-tests: $DEB is outside the repository" >&2; exit 1 ;; esac
+    # only the deb suite: its release binaries serve, and no debug build is needed
+    [ "$SUITES" = deb ] && LATCHKEY_BIN_DIR=${LATCHKEY_BIN_DIR:-${LATCHKEY_DEB_BUILD_PATH:-.build-deb}/release}
+fi
 if [ -n "${LATCHKEY_BIN_DIR:-}" ]; then
     BIN=$(cd "$LATCHKEY_BIN_DIR" && pwd -P)
     log "using the binaries in $BIN"
@@ -117,11 +136,13 @@ log "binaries: $BIN; runtime shared into the guest:${EXTRA_SHARES:- none}"
 # ssh-keygen (openssh-client) for the base suite's CTAP 2.1 checks.
 BASE_PACKAGES="openssh-client" BASE_WHEELS=""
 CHROMIUM_PACKAGES="" CHROMIUM_WHEELS=""
+DEB_PACKAGES="systemd udev"  # the deb suite: systemd as PID 1; the package's dependencies are in the base
 suite_image() {  # SUITE: sets IMAGE_OPT, IMAGE_PACKAGES, IMAGE_WHEELS and IMAGE_DIR
     case "$1" in
         base) IMAGE_OPT= IMAGE_PACKAGES=$BASE_PACKAGES IMAGE_WHEELS=$BASE_WHEELS ;;
         chromium) IMAGE_OPT=--chromium IMAGE_PACKAGES=$CHROMIUM_PACKAGES IMAGE_WHEELS=$CHROMIUM_WHEELS ;;
-        *) echo "kernel-tests: unknown suite $1 (base, chromium)" >&2; exit 2 ;;
+        deb) IMAGE_OPT= IMAGE_PACKAGES=$DEB_PACKAGES IMAGE_WHEELS= ;;
+        *) echo "kernel-tests: unknown suite $1 (base, chromium, deb)" >&2; exit 2 ;;
     esac
     # shellcheck disable=SC2086
     IMAGE_DIR=$(image_env "$RIG/build-image.sh" $IMAGE_OPT --print-dir)
@@ -170,8 +191,10 @@ for suite in $SUITES; do
     t=$(date +%s)
     only_args=()
     [ -n "${LATCHKEY_KERNEL_ONLY:-}" ] && only_args=(--only "$LATCHKEY_KERNEL_ONLY")
-    env "${env_vars[@]}" "$RIG/run.sh" "$REPO" bash Tests/kernel/guest-checks.sh --bin "$BIN" --suite "$suite" \
-        "${only_args[@]}" "${ARTIFACT_ARGS[@]}" \
+    checks=(bash Tests/kernel/guest-checks.sh --bin "$BIN" --suite "$suite" "${only_args[@]}" "${ARTIFACT_ARGS[@]}")
+    # the package under systemd: the daemon is the installed one, started by systemctl
+    [ "$suite" = deb ] && env_vars+=(RIG_INIT=systemd RIG_UDEV=1) && checks=(bash Tests/kernel/deb-checks.sh --deb "$DEB")
+    env "${env_vars[@]}" "$RIG/run.sh" "$REPO" "${checks[@]}" \
         | tee "$OUT/$suite.log"
     rc=${PIPESTATUS[0]}
     summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$OUT/$suite.log" | tail -n 1)
