@@ -75,7 +75,8 @@ let package = Package(
         ),
         .target(name: "USBIP", dependencies: ["LatchkeyErrors"], swiftSettings: strict),
 
-        // Names shared by the daemon and latchkeyctl (KeyName): values, no I/O, no Foundation.
+        // Names shared by the daemon and latchkeyctl (KeyName, LatchkeyVersion): values, no I/O,
+        // no Foundation.
         .target(name: "LatchkeyNames", swiftSettings: strict),
 
         // The one system-call wrapper (EINTR, errno) the I/O targets share.
@@ -121,7 +122,7 @@ let package = Package(
         .executableTarget(
             name: "latchkeyd",
             dependencies: [
-                "LatchkeyDaemon",
+                "LatchkeyDaemon", "LatchkeyNames",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

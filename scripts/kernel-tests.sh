@@ -28,8 +28,16 @@
 #      marionette-driver; udevd running): --suite browsers - the 32-cell browser
 #      matrix (Chromium and Firefox ESR x uhid and USB/IP x built-in UV and PIN x
 #      four WebAuthn flows; Tests/kernel/browsers/matrix.py).
-#      LATCHKEY_KERNEL_SUITES="base browsers" picks which (default both);
+#      LATCHKEY_KERNEL_SUITES="base browsers deb" picks which (default all three);
 #      LATCHKEY_BROWSERS="firefox" runs the matrix for those browsers only.
+#      VM 3 (base image + systemd udev; systemd as PID 1): --suite deb -
+#      scripts/package-deb.sh builds the .deb first, then Tests/kernel/deb-checks.sh:
+#      apt install, systemctl enable --now, a user in the latchkey group, restart,
+#      stop, remove, purge. With other suites (the default "base browsers deb") the
+#      package holds the debug binaries of step 1 (package-deb.sh --bin-dir), which find
+#      the Swift runtime in the share as the other suites do: no release build in CI.
+#      Alone (LATCHKEY_KERNEL_SUITES=deb) it is the release package (a release build
+#      with the static Swift runtime, about 28 min on the shared machine the first time).
 #      LATCHKEY_KERNEL_ONLY="ctap21" runs only those groups of the base suite's
 #      checks (tools, python, faults, ctap21, channels; guest-checks.sh --only), for
 #      iterating.
@@ -64,7 +72,7 @@ if [ ! -x "$RIG/run.sh" ] || [ ! -x "$RIG/build-image.sh" ]; then
 fi
 RIG=$(cd "$RIG" && pwd -P)
 export RIG_CACHE=${RIG_CACHE:-$HOME/.cache/latchkey-rig}
-SUITES=${LATCHKEY_KERNEL_SUITES:-base browsers}
+SUITES=${LATCHKEY_KERNEL_SUITES:-base browsers deb}
 
 as_root() {
     if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo -E "$@"; else
@@ -74,6 +82,22 @@ as_root() {
 }
 
 # ---- 1. build -----------------------------------------------------------------------
+DEB=
+# package_deb [ARGS]: scripts/package-deb.sh ARGS; sets DEB, the package's path
+package_deb() {
+    log "scripts/package-deb.sh $* (the deb suite)"
+    if ! DEB=$(scripts/package-deb.sh "$@" | tail -n 1) || [ ! -f "$DEB" ]; then
+        echo "kernel-tests: scripts/package-deb.sh failed" >&2
+        exit 1
+    fi
+    DEB=$(cd "$(dirname "$DEB")" && pwd -P)/$(basename "$DEB")
+    case "$DEB" in "$REPO"/*) ;; *) echo "kernel-tests: $DEB is outside the repository" >&2; exit 1 ;; esac
+}
+if [ "$SUITES" = deb ] && [ -z "${LATCHKEY_BIN_DIR:-}" ]; then
+    # only the deb suite: the release package, whose binaries serve; no debug build
+    package_deb
+    LATCHKEY_BIN_DIR=${LATCHKEY_DEB_BUILD_PATH:-.build-deb}/release
+fi
 if [ -n "${LATCHKEY_BIN_DIR:-}" ]; then
     BIN=$(cd "$LATCHKEY_BIN_DIR" && pwd -P)
     log "using the binaries in $BIN"
@@ -111,6 +135,10 @@ if ! command -v readelf > /dev/null && [ -z "$EXTRA_SHARES" ]; then
     [ -d "$p" ] && EXTRA_SHARES=" $(cd "$p" && pwd -P)"
 fi
 log "binaries: $BIN; runtime shared into the guest:${EXTRA_SHARES:- none}"
+# with other suites: a test package of these binaries (their runtime is in the share)
+if [[ " $SUITES " == *" deb "* ]] && [ -z "$DEB" ]; then
+    package_deb --bin-dir "$BIN"
+fi
 
 # ---- 2. rig images ------------------------------------------------------------------
 # The guest runs the binaries on its own Debian userland; the rig's base image
@@ -124,11 +152,13 @@ BASE_PACKAGES="openssh-client" BASE_WHEELS=""
 # imports distutils (python3-distutils in Debian 12).
 BROWSERS_PACKAGES="firefox-esr xvfb xdotool x11-utils x11-apps python3-distutils"
 BROWSERS_WHEELS="marionette-driver==3.7.1"
+DEB_PACKAGES="systemd udev"  # the deb suite: systemd as PID 1; the package's dependencies are in the base
 suite_image() {  # SUITE: sets IMAGE_OPT, IMAGE_PACKAGES, IMAGE_WHEELS and IMAGE_DIR
     case "$1" in
         base) IMAGE_OPT= IMAGE_PACKAGES=$BASE_PACKAGES IMAGE_WHEELS=$BASE_WHEELS ;;
         browsers) IMAGE_OPT=--chromium IMAGE_PACKAGES=$BROWSERS_PACKAGES IMAGE_WHEELS=$BROWSERS_WHEELS ;;
-        *) echo "kernel-tests: unknown suite $1 (base, browsers)" >&2; exit 2 ;;
+        deb) IMAGE_OPT= IMAGE_PACKAGES=$DEB_PACKAGES IMAGE_WHEELS= ;;
+        *) echo "kernel-tests: unknown suite $1 (base, browsers, deb)" >&2; exit 2 ;;
     esac
     # shellcheck disable=SC2086
     IMAGE_DIR=$(image_env "$RIG/build-image.sh" $IMAGE_OPT --print-dir)
@@ -182,8 +212,10 @@ for suite in $SUITES; do
     only_args=()
     [ -n "${LATCHKEY_KERNEL_ONLY:-}" ] && only_args=(--only "$LATCHKEY_KERNEL_ONLY")
     [ -n "${LATCHKEY_BROWSERS:-}" ] && only_args+=(--browsers "$LATCHKEY_BROWSERS")
-    env "${env_vars[@]}" "$RIG/run.sh" "$REPO" bash Tests/kernel/guest-checks.sh --bin "$BIN" --suite "$suite" \
-        "${only_args[@]}" "${ARTIFACT_ARGS[@]}" \
+    checks=(bash Tests/kernel/guest-checks.sh --bin "$BIN" --suite "$suite" "${only_args[@]}" "${ARTIFACT_ARGS[@]}")
+    # the package under systemd: the daemon is the installed one, started by systemctl
+    [ "$suite" = deb ] && env_vars+=(RIG_INIT=systemd RIG_UDEV=1) && checks=(bash Tests/kernel/deb-checks.sh --deb "$DEB")
+    env "${env_vars[@]}" "$RIG/run.sh" "$REPO" "${checks[@]}" \
         | tee "$OUT/$suite.log"
     rc=${PIPESTATUS[0]}
     summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$OUT/$suite.log" | tail -n 1)

@@ -101,10 +101,14 @@ enum Posix {
         return (pair[0], pair[1])
     }
 
-    /// Whether a file exists at `path` (ENOENT and ENOTDIR say no).
+    /// Whether a file exists at `path` (ENOENT and ENOTDIR say no). stat, not
+    /// access(F_OK): under the unit's DevicePolicy=closed the device cgroup
+    /// refuses access() on every node it does not allow (EPERM), hidraw
+    /// nodes too, while stat looks only at the directory.
     static func exists(_ path: String) throws(UHIDError) -> Bool {
+        var info = stat()
         do {
-            try call("access") { Glibc.access(path, F_OK) }
+            try call("stat") { stat(path, &info) }
             return true
         } catch  where error.errno == ENOENT || error.errno == ENOTDIR {
             return false

@@ -9,7 +9,7 @@ import LatchkeyNames
 
 @main
 struct LatchkeyCtl: AsyncParsableCommand {
-    static let version = "0.1.0"
+    static let version = LatchkeyVersion.string
 
     static let configuration = CommandConfiguration(
         commandName: "latchkeyctl",

@@ -4,6 +4,7 @@
 import ArgumentParser
 import Foundation
 import LatchkeyDaemon
+import LatchkeyNames
 import Logging
 
 @main
@@ -23,7 +24,8 @@ struct Latchkeyd: AsyncParsableCommand {
               latchkeyd --print-default-config                       # every setting and its default
 
             Drive it with latchkeyctl (status, keys, credentials, presence approve/deny).
-            """
+            """,
+        version: LatchkeyVersion.string
     )
 
     @Option(name: .long, help: "Read settings from this TOML file (see --print-default-config).")

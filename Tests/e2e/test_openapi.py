@@ -81,7 +81,7 @@ def test_the_spec_documents_exactly_the_routes_the_daemon_serves(control):
     assert not documented - served, f"in the spec but not served: {sorted(map(str, documented - served))}"
     assert routes == sorted(routes, key=lambda r: (r["path"], r["method"])), "the listing is not sorted"
     assert control.get("/v1/status")["version"] == openapi_spec.spec()["info"]["version"], \
-        "info.version is the daemon's version (ControlServer.version)"
+        "info.version is the daemon's version (LatchkeyVersion.string)"
 
 
 def readme_curl_operations() -> set[Operation]:

@@ -11,7 +11,7 @@ import NIOCore
 
 /// Builds the control API application.
 struct ControlServer {
-    static let version = "0.1.0"
+    static let version = LatchkeyVersion.string
 
     let manager: KeyManager
     let board: PresenceBoard
