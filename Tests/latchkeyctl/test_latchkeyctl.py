@@ -726,8 +726,11 @@ def test_events_count_stops_a_stream_that_goes_on(binary, daemon):
 
 def test_events_are_printed_as_they_arrive_and_ctrl_c_ends_them(binary, daemon):
     daemon.route("GET", "/v1/events", Reply(body=SSE_HEAD + sse_event("first", 1), mode="stream"))
+    # Ctrl-C at a terminal: SIGINT with its default action, which a run started in
+    # the background of a non-interactive shell (as CI may be) would inherit ignored
     proc = subprocess.Popen([binary, "--socket", daemon.path, "events", "--json"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         line = proc.stdout.readline()  # while the daemon keeps the stream open
         assert json.loads(line)["event"] == "first"
