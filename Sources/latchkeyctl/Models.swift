@@ -53,6 +53,8 @@ struct CreateKeyRequest: Encodable {
     var hasCredBlob: Bool?
     var hasMinPinLength: Bool?
     var hasPrf: Bool?
+    var hasThirdPartyPayment: Bool?
+    var hasPersistentToken: Bool?
 }
 
 /// A stored credential: `GET /v1/keys/{name}/credentials`.

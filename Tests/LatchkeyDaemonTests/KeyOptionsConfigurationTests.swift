@@ -20,6 +20,8 @@ struct KeyOptionsConfigurationTests {
                 cred-blob = false
                 min-pin-length = false
                 prf = false
+                third-party-payment = false
+                persistent-token = false
                 [[keys]]
                 name = "plain"
                 """,
@@ -29,10 +31,12 @@ struct KeyOptionsConfigurationTests {
         #expect(legacy.protocolMode == .u2fOnly)
         #expect(!legacy.residentKeys)
         #expect(!legacy.largeBlobs && !legacy.credBlob && !legacy.minPinLength && !legacy.prf)
+        #expect(!legacy.thirdPartyPayment && !legacy.persistentPinUvAuthToken)
         let plain = configuration.keys[1]
         #expect(plain.protocolMode == .ctap21)
         #expect(plain.residentKeys)
         #expect(plain.largeBlobs && plain.credBlob && plain.minPinLength && plain.prf)
+        #expect(plain.thirdPartyPayment && plain.persistentPinUvAuthToken)
     }
 
     @Test("an unknown protocol is refused with where it is")

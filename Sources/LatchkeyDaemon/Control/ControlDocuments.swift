@@ -48,6 +48,10 @@ public struct KeyOptionsDocument: Codable, Sendable, Equatable {
     public var hasCredBlob: Bool
     public var hasMinPinLength: Bool
     public var hasPrf: Bool
+    /// The thirdPartyPayment extension (CTAP 2.2).
+    public var hasThirdPartyPayment: Bool
+    /// The persistent pinUvAuthToken (CTAP 2.2 perCredMgmtRO).
+    public var hasPersistentToken: Bool
 
     init(_ key: KeyConfiguration, presence: PresenceBroker) {
         `protocol` = key.protocolMode.rawValue
@@ -58,6 +62,8 @@ public struct KeyOptionsDocument: Codable, Sendable, Equatable {
         hasCredBlob = key.credBlob
         hasMinPinLength = key.minPinLength
         hasPrf = key.prf
+        hasThirdPartyPayment = key.thirdPartyPayment
+        hasPersistentToken = key.persistentPinUvAuthToken
     }
 }
 
@@ -97,6 +103,8 @@ public struct CreateKeyRequest: Codable, Sendable {
     public var hasCredBlob: Bool?
     public var hasMinPinLength: Bool?
     public var hasPrf: Bool?
+    public var hasThirdPartyPayment: Bool?
+    public var hasPersistentToken: Bool?
 
     public init(name: String) { self.name = name }
 

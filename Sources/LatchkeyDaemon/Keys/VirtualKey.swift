@@ -122,7 +122,9 @@ public final class VirtualKey: Sendable {
             extensions.remove(ExtensionIdentifier.hmacSecret)
             extensions.remove(ExtensionIdentifier.hmacSecretMakeCredential)
         }
+        if !key.thirdPartyPayment { extensions.remove(ExtensionIdentifier.thirdPartyPayment) }
         engine.enabledExtensions = extensions
+        engine.persistentPinUvAuthToken = key.persistentPinUvAuthToken
     }
 
     /// An engine event's fields on the event bus.

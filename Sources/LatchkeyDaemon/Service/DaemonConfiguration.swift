@@ -72,6 +72,11 @@ public struct KeyConfiguration: Sendable, Equatable {
     public var minPinLength = true
     /// hmac-secret (and hmac-secret-mc), which WebAuthn's PRF uses.
     public var prf = true
+    /// The thirdPartyPayment extension (CTAP 2.2), on as on a YubiKey 5.7+.
+    public var thirdPartyPayment = true
+    /// The persistent pinUvAuthToken (CTAP 2.2 perCredMgmtRO, getInfo
+    /// encIdentifier and encCredStoreState), on as on a YubiKey 5.7+.
+    public var persistentPinUvAuthToken = true
     /// This key's changes to the daemon's `[policy]`.
     public var policy = PolicyOverrides()
 
@@ -182,6 +187,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
         # cred-blob = true          # the credBlob extension
         # min-pin-length = true     # the minPinLength extension
         # prf = true                # hmac-secret and hmac-secret-mc (WebAuthn PRF)
+        # third-party-payment = true  # the thirdPartyPayment extension (CTAP 2.2)
+        # persistent-token = true   # perCredMgmtRO: a read-only credential management token that lasts
         # [keys.policy]             # any [policy] key, for this key only
         # user-verification = "deny"
         """
@@ -382,6 +389,8 @@ struct TableReader {
         if let value = try bool("cred-blob") { key.credBlob = value }
         if let value = try bool("min-pin-length") { key.minPinLength = value }
         if let value = try bool("prf") { key.prf = value }
+        if let value = try bool("third-party-payment") { key.thirdPartyPayment = value }
+        if let value = try bool("persistent-token") { key.persistentPinUvAuthToken = value }
     }
 
     func uint16(_ value: Int, _ key: String) throws(ConfigurationError) -> UInt16 {
