@@ -56,9 +56,7 @@ EXPLAINED_SKIPS = [
     (r"Algorithm \w+ not supported", "getInfo algorithms lists ES256 and EdDSA only"),
     (r"BioEnrollment not supported by authenticator", "no bioEnroll option: no fingerprint sensor"),
     (r"Enterprise Attestation not supported", "no ep option: enterprise attestation is not offered"),
-    (r"thirdPartyPayment not supported by authenticator", "the thirdPartyPayment extension is not offered"),
     (r"previewSign not supported by authenticator", "the previewSign extension is not offered"),
-    (r"Persistent PUAT not supported", "no perCredMgmtRO option: no persistent pinUvAuthToken"),
 ]
 
 
