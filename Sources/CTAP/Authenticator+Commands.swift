@@ -55,8 +55,8 @@ extension Authenticator {
             throw .pinUvAuthTokenRequired
         }
 
-        // Step 9: enterprise attestation is not offered.
-        if request.enterpriseAttestation != nil { throw .invalidParameter }
+        // Step 9: enterprise attestation (Authenticator+EnterpriseAttestation.swift).
+        let enterpriseIdentity = try enterpriseAttestation(request.enterpriseAttestation, rpId: request.rp.id)
 
         // Step 11.1: the pinUvAuthParam proves user verification for this RP.
         var flags: AuthenticatorDataFlags = []
@@ -200,6 +200,13 @@ extension Authenticator {
 
         // Step 16: the attestation statement.
         let signed = authData + request.clientDataHash
+        if let enterpriseIdentity {
+            var response = try batchAttestation(
+                enterpriseIdentity, signed: signed, authData: authData, largeBlobKey: largeBlobKey
+            )
+            response.epAtt = true
+            return response
+        }
         switch configuration.attestation {
         case .none:
             return MakeCredentialResponse(fmt: "none", authData: authData, attStmt: .map([]), largeBlobKey: largeBlobKey)
@@ -215,18 +222,29 @@ extension Authenticator {
                 diagnostics?("batch attestation configured without an attestation identity")
                 throw .other
             }
-            let sig = try signing("batch attestation") { () throws(CryptoError) in
-                try identity.privateKey.signature(for: signed)
-            }
-            return MakeCredentialResponse(
-                fmt: "packed", authData: authData,
-                attStmt: .textMap([
-                    ("alg", .int(COSEAlgorithm.es256.rawValue)), ("sig", .bytes(sig)),
-                    ("x5c", .array(identity.certificateChain.map { .bytes($0) })),
-                ]),
-                largeBlobKey: largeBlobKey
-            )
+            return try batchAttestation(identity, signed: signed, authData: authData, largeBlobKey: largeBlobKey)
         }
+    }
+
+    /// A packed statement signed by `identity` with its chain in x5c: the
+    /// batch identity, or the enterprise one.
+    private func batchAttestation(
+        _ identity: AttestationIdentity,
+        signed: [UInt8],
+        authData: [UInt8],
+        largeBlobKey: [UInt8]?
+    ) throws(CTAPStatus) -> MakeCredentialResponse {
+        let sig = try signing("packed attestation") { () throws(CryptoError) in
+            try identity.privateKey.signature(for: signed)
+        }
+        return MakeCredentialResponse(
+            fmt: "packed", authData: authData,
+            attStmt: .textMap([
+                ("alg", .int(COSEAlgorithm.es256.rawValue)), ("sig", .bytes(sig)),
+                ("x5c", .array(identity.certificateChain.map { .bytes($0) })),
+            ]),
+            largeBlobKey: largeBlobKey
+        )
     }
 
     // MARK: - authenticatorGetAssertion (CTAP 2.1 §6.2.2)
@@ -448,6 +466,8 @@ extension Authenticator {
         if configuration.builtInUserVerification { options.append(("uv", true)) }
         if configuration.largeBlobs { options.append(("largeBlobs", true)) }
         if configuration.persistentPinUvAuthToken { options.append(("perCredMgmtRO", true)) }
+        // ep: absent on a key that is not capable, else whether it is enabled (§7.1).
+        if enterpriseAttestationCapable { options.append(("ep", try enterpriseAttestationEnabled())) }
         let identity = try encryptedIdentity()
         return GetInfoResponse(
             versions: versions,

@@ -59,6 +59,11 @@ public struct AuthenticatorConfiguration: Sendable {
     /// The persistent pinUvAuthToken (CTAP 2.2): the pcmr permission,
     /// getInfo's perCredMgmtRO, encIdentifier and encCredStoreState.
     public var persistentPinUvAuthToken: Bool
+    /// The enterprise attestation key and chain (CTAP 2.1 §7.1), apart from
+    /// the batch one; nil: the key is not enterprise attestation capable.
+    public var enterpriseAttestationIdentity: AttestationIdentity?
+    /// The RP IDs vendor-facilitated enterprise attestation (1) serves.
+    public var enterpriseAttestationRpIds: Set<String>
 
     public init(
         aaguid: [UInt8],
@@ -79,7 +84,9 @@ public struct AuthenticatorConfiguration: Sendable {
         largeBlobs: Bool = true,
         enabledExtensions: Set<String> = Set(ExtensionIdentifier.supported),
         builtInUserVerification: Bool = false,
-        persistentPinUvAuthToken: Bool = true
+        persistentPinUvAuthToken: Bool = true,
+        enterpriseAttestationIdentity: AttestationIdentity? = nil,
+        enterpriseAttestationRpIds: Set<String> = []
     ) {
         precondition(aaguid.count == 16, "an AAGUID is 16 bytes")
         precondition((4...63).contains(minPINLength), "a minimum PIN length is 4 to 63 code points")
@@ -107,6 +114,8 @@ public struct AuthenticatorConfiguration: Sendable {
         self.enabledExtensions = enabledExtensions.intersection(ExtensionIdentifier.supported)
         self.builtInUserVerification = builtInUserVerification
         self.persistentPinUvAuthToken = persistentPinUvAuthToken
+        self.enterpriseAttestationIdentity = enterpriseAttestationIdentity
+        self.enterpriseAttestationRpIds = enterpriseAttestationRpIds
     }
 
     /// Whether the extension `identifier` is offered.
