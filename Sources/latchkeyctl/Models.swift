@@ -55,6 +55,8 @@ struct CreateKeyRequest: Encodable {
     var hasPrf: Bool?
     var hasThirdPartyPayment: Bool?
     var hasPersistentToken: Bool?
+    var hasEnterpriseAttestation: Bool?
+    var enterpriseAttestationRpIds: [String]?
 }
 
 /// A stored credential: `GET /v1/keys/{name}/credentials`.

@@ -22,6 +22,8 @@ struct KeyOptionsConfigurationTests {
                 prf = false
                 third-party-payment = false
                 persistent-token = false
+                enterprise-attestation = true
+                enterprise-attestation-rp-ids = ["corp.example"]
                 [[keys]]
                 name = "plain"
                 """,
@@ -32,11 +34,13 @@ struct KeyOptionsConfigurationTests {
         #expect(!legacy.residentKeys)
         #expect(!legacy.largeBlobs && !legacy.credBlob && !legacy.minPinLength && !legacy.prf)
         #expect(!legacy.thirdPartyPayment && !legacy.persistentPinUvAuthToken)
+        #expect(legacy.enterpriseAttestation && legacy.enterpriseAttestationRpIds == ["corp.example"])
         let plain = configuration.keys[1]
         #expect(plain.protocolMode == .ctap21)
         #expect(plain.residentKeys)
         #expect(plain.largeBlobs && plain.credBlob && plain.minPinLength && plain.prf)
         #expect(plain.thirdPartyPayment && plain.persistentPinUvAuthToken)
+        #expect(!plain.enterpriseAttestation && plain.enterpriseAttestationRpIds.isEmpty)
     }
 
     @Test("an unknown protocol is refused with where it is")

@@ -87,7 +87,8 @@ def test_default_key_options(control, make_key):
     assert doc["options"] == {
         "protocol": "ctap2.1", "hasResidentKey": True, "hasUserVerification": False, "isUserVerified": False,
         "hasLargeBlob": True, "hasCredBlob": True, "hasMinPinLength": True, "hasPrf": True,
-        "hasThirdPartyPayment": True, "hasPersistentToken": True}
+        "hasThirdPartyPayment": True, "hasPersistentToken": True, "hasEnterpriseAttestation": False,
+        "enterpriseAttestationRpIds": []}
 
 
 def test_key_option_errors(control):
@@ -278,6 +279,7 @@ OPTION_CASES = [
     ({"hasMinPinLength": False}, dict(missing={"minPinLength"})),
     ({"hasPrf": False}, dict(missing={"hmac-secret", "hmac-secret-mc"})),
     ({"hasThirdPartyPayment": False}, dict(missing={"thirdPartyPayment"})),
+    ({"hasEnterpriseAttestation": True}, dict(ep=False)),
 ]
 
 
@@ -292,6 +294,8 @@ def test_key_options_show_in_get_info(usb, control, make_key, options, expected)
         assert info.options.get("rk") is expected["rk"]
     if "uv" in expected:
         assert info.options.get("uv") is expected["uv"]
+    if "ep" in expected:
+        assert info.options.get("ep") is expected["ep"]
     if "large_blobs" in expected:
         assert info.options.get("largeBlobs") is expected["large_blobs"]
     assert expected.get("extensions", set()) <= set(info.extensions), info.extensions
@@ -533,7 +537,8 @@ def test_latchkeyctl_creates_keys_with_options(latchkeyctl, control):
         assert json.loads(made.stdout)["options"] == {
             "protocol": "u2f-only", "hasResidentKey": False, "hasUserVerification": True, "isUserVerified": True,
             "hasLargeBlob": True, "hasCredBlob": True, "hasMinPinLength": True, "hasPrf": False,
-            "hasThirdPartyPayment": True, "hasPersistentToken": True}
+            "hasThirdPartyPayment": True, "hasPersistentToken": True, "hasEnterpriseAttestation": False,
+            "enterpriseAttestationRpIds": []}
         turned = latchkeyctl("keys", "user-verified", name, "off")
         assert turned.returncode == 0 and "fails" in turned.stdout, turned
         assert control.get(f"/v1/keys/{name}/user-verified") == {"isUserVerified": False}

@@ -52,6 +52,10 @@ public struct KeyOptionsDocument: Codable, Sendable, Equatable {
     public var hasThirdPartyPayment: Bool
     /// The persistent pinUvAuthToken (CTAP 2.2 perCredMgmtRO).
     public var hasPersistentToken: Bool
+    /// Enterprise attestation capable (getInfo ep).
+    public var hasEnterpriseAttestation: Bool
+    /// The RP IDs vendor-facilitated enterprise attestation serves.
+    public var enterpriseAttestationRpIds: [String]
 
     init(_ key: KeyConfiguration, presence: PresenceBroker) {
         `protocol` = key.protocolMode.rawValue
@@ -64,6 +68,8 @@ public struct KeyOptionsDocument: Codable, Sendable, Equatable {
         hasPrf = key.prf
         hasThirdPartyPayment = key.thirdPartyPayment
         hasPersistentToken = key.persistentPinUvAuthToken
+        hasEnterpriseAttestation = key.enterpriseAttestation
+        enterpriseAttestationRpIds = key.enterpriseAttestationRpIds
     }
 }
 
@@ -105,6 +111,8 @@ public struct CreateKeyRequest: Codable, Sendable {
     public var hasPrf: Bool?
     public var hasThirdPartyPayment: Bool?
     public var hasPersistentToken: Bool?
+    public var hasEnterpriseAttestation: Bool?
+    public var enterpriseAttestationRpIds: [String]?
 
     public init(name: String) { self.name = name }
 
