@@ -19,12 +19,14 @@ public struct AttestationIdentity: Sendable {
 
     /// Generates a root CA and a batch attestation certificate under it that
     /// meet WebAuthn §8.2.1 (subject OU "Authenticator Attestation",
-    /// CA:FALSE, the AAGUID extension). `now` is Unix seconds.
+    /// CA:FALSE, the AAGUID extension). `now` is Unix seconds; `commonName`
+    /// names the leaf (an enterprise attestation certificate names the key).
     public static func generate(
         aaguid: [UInt8],
         entropy: any EntropySource,
         now: Int64,
         organization: String = "latchkey",
+        commonName: String? = nil,
         validity: Int64 = 20 * 365 * 86_400
     ) throws(CryptoError) -> AttestationIdentity {
         let rootKey = try p256Key(entropy)
@@ -35,7 +37,7 @@ public struct AttestationIdentity: Sendable {
         )
         let leafName = DistinguishedName(
             country: "US", organization: organization, organizationalUnit: "Authenticator Attestation",
-            commonName: "\(organization) batch attestation"
+            commonName: commonName ?? "\(organization) batch attestation"
         )
         let notBefore = now - 86_400
         let root = try X509Certificate.make(

@@ -13,6 +13,7 @@
 // | pin.retries        | pinRetries (1 byte); absent means the maximum, 8 |
 // | pin.forceChange    | present (1 byte, 1) while forcePINChange is true |
 // | pin.minLength      | the current minimum PIN length (1 byte); absent means the configured default |
+// | pin.persistentToken | the persistent pinUvAuthToken (32 bytes), see Authenticator+PersistentToken.swift |
 //
 // Per power cycle, in memory: the key agreement keys, the pinUvAuthTokens and
 // their state, and the count of consecutive mismatches (`PinUvAuthSession`).
@@ -26,6 +27,7 @@ enum PINSecret {
     static let retries = "pin.retries"
     static let forceChange = "pin.forceChange"
     static let minLength = "pin.minLength"
+    static let persistentToken = "pin.persistentToken"
     /// The maximum value of pinRetries (§6.5.2.2: 8).
     static let maxRetries = 8
     /// Consecutive mismatches after which a power cycle is needed (§6.5.5.7: 3).
@@ -146,6 +148,8 @@ extension Authenticator {
     func storeFirstPIN(_ pin: StoredPIN) throws(CTAPStatus) {
         try storing("setting the PIN") { () throws(StoreError) in
             try store.setSecret([UInt8(PINSecret.maxRetries)], named: PINSecret.retries)
+            // No persistent token may outlive the PIN that issued it.
+            try store.setSecret(nil, named: PINSecret.persistentToken)
             try store.setSecret(pin.hash + [UInt8(pin.codePointCount)], named: PINSecret.hash)
         }
     }
@@ -180,8 +184,12 @@ extension Authenticator {
     func replacePIN(_ current: StoredPIN, with newPin: StoredPIN) throws(CTAPStatus) {
         // While a change is forced, the new PIN must differ from the old one.
         if try forcePINChange(), constantTimeEqual(newPin.hash, current.hash) { throw .pinPolicyViolation }
-        // Step 12: the new CurrentStoredPIN; a forced change is done.
+        // Step 12: the new CurrentStoredPIN; a forced change is done. The
+        // persistent pinUvAuthToken goes first (CTAP 2.2 §6.5.5.6,
+        // resetPersistentPinUvAuthToken): whoever knew only the old PIN
+        // keeps no grant, even if the change is cut short.
         try storing("changing the PIN") { () throws(StoreError) in
+            try store.setSecret(nil, named: PINSecret.persistentToken)
             try store.setSecret(newPin.hash + [UInt8(newPin.codePointCount)], named: PINSecret.hash)
             try store.setSecret(nil, named: PINSecret.forceChange)
         }
@@ -255,6 +263,12 @@ extension Authenticator {
         // Step 4: a defined permission for a feature latchkey lacks is not
         // granted; undefined bits are ignored (step 10).
         guard permissions.isSubset(of: .supported) else { throw .unauthorizedPermission }
+        // pcmr (CTAP 2.2) is granted alone, by keys that offer it.
+        if permissions.contains(.persistentCredentialManagementReadOnly),
+            !configuration.persistentPinUvAuthToken || permissions != .persistentCredentialManagementReadOnly
+        {
+            throw .unauthorizedPermission
+        }
         return (version, keyAgreement, permissions)
     }
 
@@ -287,6 +301,16 @@ extension Authenticator {
         permissions: PinUvAuthTokenPermissions,
         rpId permissionsRpId: String?
     ) throws(CTAPStatus) -> ClientPINResponse {
+        // pcmr is answered with the persistent token; the session's token is
+        // left as it is (CTAP 2.2 §6.5.5.7.2).
+        if permissions == .persistentCredentialManagementReadOnly {
+            let token = try persistentToken(creating: true) ?? []
+            return ClientPINResponse(
+                pinUvAuthToken: try signing("encrypting the persistent pinUvAuthToken") { () throws(CryptoError) in
+                    try version.encrypt(key: sharedSecret, plaintext: token, entropy: entropy)
+                }
+            )
+        }
         // A new token for every protocol; only the selected one leaves, encrypted.
         pinUvAuth.resetTokens(entropy: entropy)
         pinUvAuth.token.beginUsing(at: clock.milliseconds)

@@ -55,8 +55,8 @@ extension Authenticator {
             throw .pinUvAuthTokenRequired
         }
 
-        // Step 9: enterprise attestation is not offered.
-        if request.enterpriseAttestation != nil { throw .invalidParameter }
+        // Step 9: enterprise attestation (Authenticator+EnterpriseAttestation.swift).
+        let enterpriseIdentity = try enterpriseAttestation(request.enterpriseAttestation, rpId: request.rp.id)
 
         // Step 11.1: the pinUvAuthParam proves user verification for this RP.
         var flags: AuthenticatorDataFlags = []
@@ -145,15 +145,16 @@ extension Authenticator {
                 algorithm: algorithm.rawValue, privateKey: privateKey.rawRepresentation,
                 credProtect: credProtect.rawValue,
                 credRandom: extensions.hmacSecret ? entropy.bytes(count: 64) : nil,
-                credBlob: credBlob, largeBlobKey: largeBlobKey
+                credBlob: credBlob, largeBlobKey: largeBlobKey, thirdPartyPayment: extensions.thirdPartyPayment
             )
             // Durable before the answer leaves (docs/ARCHITECTURE.md, durability).
             let stored = try storing("saving a credential") { () throws(StoreError) in try store.save(credential) }
+            try credentialStoreChanged()
             found = FoundCredential(id: credentialId, privateKey: privateKey, stored: stored)
         } else {
             let wrapped = WrappedCredential(
                 privateKey: privateKey, credProtect: credProtect.rawValue, hmacSecret: extensions.hmacSecret,
-                credBlob: credBlob
+                credBlob: credBlob, thirdPartyPayment: extensions.thirdPartyPayment
             )
             credentialId = try signing("wrapping a credential") { () throws(CryptoError) in
                 try wrapper.wrap(wrapped, rpIdHash: rpIdHash, entropy: entropy)
@@ -184,6 +185,8 @@ extension Authenticator {
                 )
             }
         }
+        // thirdPartyPayment (CTAP 2.2 §12.9) has no makeCredential output: the
+        // flag is kept with the credential and told at getAssertion.
         // §12.4: only RPs setMinPINLength named may learn the minimum.
         if extensions.minPinLength, try minPinLengthRPIDs().contains(request.rp.id) {
             outputs.append((ExtensionIdentifier.minPinLength, .int(try minPINLength())))
@@ -197,6 +200,13 @@ extension Authenticator {
 
         // Step 16: the attestation statement.
         let signed = authData + request.clientDataHash
+        if let enterpriseIdentity {
+            var response = try batchAttestation(
+                enterpriseIdentity, signed: signed, authData: authData, largeBlobKey: largeBlobKey
+            )
+            response.epAtt = true
+            return response
+        }
         switch configuration.attestation {
         case .none:
             return MakeCredentialResponse(fmt: "none", authData: authData, attStmt: .map([]), largeBlobKey: largeBlobKey)
@@ -212,18 +222,29 @@ extension Authenticator {
                 diagnostics?("batch attestation configured without an attestation identity")
                 throw .other
             }
-            let sig = try signing("batch attestation") { () throws(CryptoError) in
-                try identity.privateKey.signature(for: signed)
-            }
-            return MakeCredentialResponse(
-                fmt: "packed", authData: authData,
-                attStmt: .textMap([
-                    ("alg", .int(COSEAlgorithm.es256.rawValue)), ("sig", .bytes(sig)),
-                    ("x5c", .array(identity.certificateChain.map { .bytes($0) })),
-                ]),
-                largeBlobKey: largeBlobKey
-            )
+            return try batchAttestation(identity, signed: signed, authData: authData, largeBlobKey: largeBlobKey)
         }
+    }
+
+    /// A packed statement signed by `identity` with its chain in x5c: the
+    /// batch identity, or the enterprise one.
+    private func batchAttestation(
+        _ identity: AttestationIdentity,
+        signed: [UInt8],
+        authData: [UInt8],
+        largeBlobKey: [UInt8]?
+    ) throws(CTAPStatus) -> MakeCredentialResponse {
+        let sig = try signing("packed attestation") { () throws(CryptoError) in
+            try identity.privateKey.signature(for: signed)
+        }
+        return MakeCredentialResponse(
+            fmt: "packed", authData: authData,
+            attStmt: .textMap([
+                ("alg", .int(COSEAlgorithm.es256.rawValue)), ("sig", .bytes(sig)),
+                ("x5c", .array(identity.certificateChain.map { .bytes($0) })),
+            ]),
+            largeBlobKey: largeBlobKey
+        )
     }
 
     // MARK: - authenticatorGetAssertion (CTAP 2.1 §6.2.2)
@@ -273,7 +294,8 @@ extension Authenticator {
         let extensions = AssertionExtensionRequest(
             hmacSecret: try requested.hmacSecret.map { input throws(CTAPStatus) in try checkHmacSecret(input) },
             credBlob: requested.credBlob,
-            largeBlobKey: requested.largeBlobKey == true
+            largeBlobKey: requested.largeBlobKey == true,
+            thirdPartyPayment: requested.thirdPartyPayment
         )
 
         // Step 6.2: built-in user verification, before credentials are looked
@@ -443,6 +465,10 @@ extension Authenticator {
         // false would mean "supported, not configured" (§6.4).
         if configuration.builtInUserVerification { options.append(("uv", true)) }
         if configuration.largeBlobs { options.append(("largeBlobs", true)) }
+        if configuration.persistentPinUvAuthToken { options.append(("perCredMgmtRO", true)) }
+        // ep: absent on a key that is not capable, else whether it is enabled (§7.1).
+        if enterpriseAttestationCapable { options.append(("ep", try enterpriseAttestationEnabled())) }
+        let identity = try encryptedIdentity()
         return GetInfoResponse(
             versions: versions,
             extensions: ExtensionIdentifier.supported.filter(configuration.offers),
@@ -460,7 +486,9 @@ extension Authenticator {
             firmwareVersion: configuration.firmwareVersion,
             maxCredBlobLength: Self.maxCredBlobLength,
             maxRPIDsForSetMinPINLength: configuration.maxRPIDsForSetMinPINLength,
-            remainingDiscoverableCredentials: max(0, configuration.maxDiscoverableCredentials - stored)
+            remainingDiscoverableCredentials: max(0, configuration.maxDiscoverableCredentials - stored),
+            encIdentifier: identity?.identifier,
+            encCredStoreState: identity?.credentialStoreState
         )
     }
 
@@ -515,6 +543,8 @@ extension Authenticator {
 /// | 0x0F | maxCredBlobLength                |
 /// | 0x10 | maxRPIDsForSetMinPINLength       |
 /// | 0x14 | remainingDiscoverableCredentials |
+/// | 0x19 | encIdentifier (CTAP 2.2)         |
+/// | 0x1E | encCredStoreState (CTAP 2.2)     |
 public struct GetInfoResponse: Sendable {
     public var versions: [String]
     public var extensions: [String]
@@ -534,6 +564,9 @@ public struct GetInfoResponse: Sendable {
     public var maxCredBlobLength: Int
     public var maxRPIDsForSetMinPINLength: Int
     public var remainingDiscoverableCredentials: Int
+    /// Encrypted to the persistent pinUvAuthToken (Authenticator+PersistentToken.swift).
+    public var encIdentifier: [UInt8]?
+    public var encCredStoreState: [UInt8]?
 
     /// Appends the response map.
     public func encode(into out: inout [UInt8]) {
@@ -558,6 +591,8 @@ public struct GetInfoResponse: Sendable {
             (0x10, .int(maxRPIDsForSetMinPINLength)),
             (0x14, .int(remainingDiscoverableCredentials)),
         ]
+        if let encIdentifier { entries.append((0x19, .bytes(encIdentifier))) }
+        if let encCredStoreState { entries.append((0x1E, .bytes(encCredStoreState))) }
         CBORValue.intMap(entries).encode(into: &out)
     }
 }

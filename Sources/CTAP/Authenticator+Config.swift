@@ -1,5 +1,5 @@
-// authenticatorConfig (0x0D), CTAP 2.1 §6.11: toggleAlwaysUv and
-// setMinPINLength. Persisted in store secrets, which authenticatorReset
+// authenticatorConfig (0x0D), CTAP 2.1 §6.11: enableEnterpriseAttestation
+// (on keys capable of it), toggleAlwaysUv and setMinPINLength. Persisted in store secrets, which authenticatorReset
 // deletes (so both return to their defaults, §6.6):
 //
 // | secret          | value |
@@ -20,17 +20,19 @@ extension Authenticator {
         let request = try reading { () throws(CBORError) in try AuthenticatorConfigRequest(cbor: cbor) }
         // A subcommand latchkey does not implement is refused before any
         // token is looked at: there is nothing to authorize. Enterprise
-        // attestation needs an enterprise certificate, which latchkey does
-        // not have ("ep" is absent from getInfo), and no vendor commands are
-        // defined (vendorPrototypeConfigCommands is absent).
+        // attestation needs an enterprise certificate, which only keys
+        // configured with one have ("ep" in getInfo), and no vendor commands
+        // are defined (vendorPrototypeConfigCommands is absent).
         guard let subCommand = AuthenticatorConfigSubcommand(rawValue: request.subCommand),
             subCommand == .toggleAlwaysUv || subCommand == .setMinPINLength
+                || (subCommand == .enableEnterpriseAttestation && enterpriseAttestationCapable)
         else { throw .invalidSubcommand }
         try authenticateConfig(request, subCommand)
         switch subCommand {
+        case .enableEnterpriseAttestation: try enableEnterpriseAttestation()
         case .toggleAlwaysUv: try toggleAlwaysUv()
         case .setMinPINLength: try setMinPINLength(request)
-        case .enableEnterpriseAttestation, .vendorPrototype: preconditionFailure("refused above")
+        case .vendorPrototype: preconditionFailure("refused above")
         }
     }
 

@@ -131,6 +131,10 @@ extension Authenticator {
         response.credProtect = Int(credential.credProtect)
         // §6.8.4: the key, so that a platform can find the credential's blob.
         response.largeBlobKey = credential.largeBlobKey
+        // CTAP 2.2 §6.8.4: the payment flag, from keys that offer the extension.
+        if configuration.offers(ExtensionIdentifier.thirdPartyPayment) {
+            response.thirdPartyPayment = credential.thirdPartyPayment
+        }
         return response
     }
 
@@ -147,6 +151,7 @@ extension Authenticator {
         try storing("deleting a credential") { () throws(StoreError) in
             _ = try store.deleteCredential(id: credential.id)
         }
+        try credentialStoreChanged()
         keyCache[credential.rpIdHash + credential.id] = nil
         events?(AuthenticatorEvent(.credentialDeleted, credential))
     }
@@ -170,6 +175,7 @@ extension Authenticator {
         credential.userDisplayName = user.displayName.flatMap { $0.isEmpty ? nil : $0 }
         let stored = credential
         try storing("updating a credential") { () throws(StoreError) in _ = try store.update(stored) }
+        try credentialStoreChanged()
         events?(AuthenticatorEvent(.credentialUpdated, stored))
         return stored
     }
@@ -210,6 +216,13 @@ extension Authenticator {
     ) throws(CTAPStatus) {
         var message = [UInt8(subCommand.rawValue)]
         if let params = request.subCommandParams { params.encode(into: &message) }
+        // The persistent pinUvAuthToken (CTAP 2.2) reads the whole key: no
+        // permissions RP ID, and never a change.
+        if subCommand.isReadOnly,
+            try verifiesWithPersistentToken(request.pinUvAuthParam, protocol: request.pinUvAuthProtocol, message: message)
+        {
+            return
+        }
         try authenticatePinUvAuthParam(
             request.pinUvAuthParam, protocol: request.pinUvAuthProtocol, message: message,
             permission: .credentialManagement

@@ -165,6 +165,7 @@ extension Authenticator {
                 try store.raiseSignatureCounter(scope: imported.id, above: imported.signCount)
                 return stored
             }
+            try credentialStoreChanged()
             var event = AuthenticatorEvent(.credentialCreated, stored)
             event.origin = "import"
             events?(event)

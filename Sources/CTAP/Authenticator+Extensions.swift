@@ -1,5 +1,6 @@
 // Processing of the extensions in Extensions.swift for makeCredential and
-// getAssertion (CTAP 2.1 §12, CTAP 2.2 §12.7 hmac-secret-mc). The commands
+// getAssertion (CTAP 2.1 §12, CTAP 2.2 §12.7 hmac-secret-mc, §12.9
+// thirdPartyPayment). The commands
 // call in here at their extension steps; what is checked before user
 // presence (the hmac-secret inputs) is checked here too, so that a malformed
 // input never costs the user a touch.
@@ -32,6 +33,7 @@ struct AssertionExtensionRequest: Sendable {
     var hmacSecret: HmacSecretSalts?
     var credBlob = false
     var largeBlobKey = false
+    var thirdPartyPayment = false
 }
 
 extension Authenticator {
@@ -100,6 +102,11 @@ extension Authenticator {
         }
         if let salts = request.hmacSecret, let credRandom = credRandom(of: credential, userVerified: userVerified) {
             outputs.append((ExtensionIdentifier.hmacSecret, .bytes(try evaluateHmacSecret(salts, credRandom: credRandom))))
+        }
+        if request.thirdPartyPayment {
+            // §12.9: whether the credential was made as a payment credential,
+            // false as well as true.
+            outputs.append((ExtensionIdentifier.thirdPartyPayment, .boolean(credential.thirdPartyPayment)))
         }
         return outputs.isEmpty ? nil : .textMap(outputs)
     }

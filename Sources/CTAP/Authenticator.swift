@@ -56,6 +56,14 @@ public struct AuthenticatorConfiguration: Sendable {
     /// decider verifies the user (`PresenceOutcome.verified`) — a CI rig's
     /// policy, never a silent grant for a person.
     public var builtInUserVerification: Bool
+    /// The persistent pinUvAuthToken (CTAP 2.2): the pcmr permission,
+    /// getInfo's perCredMgmtRO, encIdentifier and encCredStoreState.
+    public var persistentPinUvAuthToken: Bool
+    /// The enterprise attestation key and chain (CTAP 2.1 §7.1), apart from
+    /// the batch one; nil: the key is not enterprise attestation capable.
+    public var enterpriseAttestationIdentity: AttestationIdentity?
+    /// The RP IDs vendor-facilitated enterprise attestation (1) serves.
+    public var enterpriseAttestationRpIds: Set<String>
 
     public init(
         aaguid: [UInt8],
@@ -75,7 +83,10 @@ public struct AuthenticatorConfiguration: Sendable {
         residentKeys: Bool = true,
         largeBlobs: Bool = true,
         enabledExtensions: Set<String> = Set(ExtensionIdentifier.supported),
-        builtInUserVerification: Bool = false
+        builtInUserVerification: Bool = false,
+        persistentPinUvAuthToken: Bool = true,
+        enterpriseAttestationIdentity: AttestationIdentity? = nil,
+        enterpriseAttestationRpIds: Set<String> = []
     ) {
         precondition(aaguid.count == 16, "an AAGUID is 16 bytes")
         precondition((4...63).contains(minPINLength), "a minimum PIN length is 4 to 63 code points")
@@ -102,6 +113,9 @@ public struct AuthenticatorConfiguration: Sendable {
         self.largeBlobs = largeBlobs
         self.enabledExtensions = enabledExtensions.intersection(ExtensionIdentifier.supported)
         self.builtInUserVerification = builtInUserVerification
+        self.persistentPinUvAuthToken = persistentPinUvAuthToken
+        self.enterpriseAttestationIdentity = enterpriseAttestationIdentity
+        self.enterpriseAttestationRpIds = enterpriseAttestationRpIds
     }
 
     /// Whether the extension `identifier` is offered.
@@ -411,6 +425,9 @@ struct FoundCredential: Sendable {
 
     /// The credBlob it was made with.
     var credBlob: [UInt8]? { stored?.credBlob ?? wrapped?.credBlob }
+
+    /// Whether it was made as a payment credential (thirdPartyPayment).
+    var thirdPartyPayment: Bool { stored?.thirdPartyPayment ?? wrapped?.thirdPartyPayment ?? false }
 
     /// An event about this credential; `rpId` for a wrapped one, which
     /// carries only the RP's hash.

@@ -4,7 +4,7 @@ public import CBOR
 
 /// authenticatorConfig subCommand values (CTAP 2.1 §6.11).
 public enum AuthenticatorConfigSubcommand: UInt64, Sendable {
-    /// enableEnterpriseAttestation (latchkey has no enterprise attestation)
+    /// enableEnterpriseAttestation (keys with an enterprise attestation certificate)
     case enableEnterpriseAttestation = 0x01
     /// toggleAlwaysUv
     case toggleAlwaysUv = 0x02

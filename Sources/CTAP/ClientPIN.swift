@@ -129,17 +129,23 @@ public struct PinUvAuthTokenPermissions: OptionSet, Sendable, Hashable {
     public static let largeBlobWrite = PinUvAuthTokenPermissions(rawValue: 0x10)
     /// acfg (0x20): authenticatorConfig.
     public static let authenticatorConfiguration = PinUvAuthTokenPermissions(rawValue: 0x20)
+    /// pcmr (0x40, CTAP 2.2): persistent read-only credential management,
+    /// granted alone and answered with the persistent pinUvAuthToken
+    /// (Authenticator+PersistentToken.swift).
+    public static let persistentCredentialManagementReadOnly = PinUvAuthTokenPermissions(rawValue: 0x40)
 
-    /// Every permission CTAP 2.1 defines; other bits are ignored when a token
+    /// Every permission CTAP 2.2 defines; other bits are ignored when a token
     /// is issued (§6.5.5.7.2: "ignoring any undefined permissions").
     public static let defined: PinUvAuthTokenPermissions = [
         .makeCredential, .getAssertion, .credentialManagement, .bioEnrollment, .largeBlobWrite,
-        .authenticatorConfiguration,
+        .authenticatorConfiguration, .persistentCredentialManagementReadOnly,
     ]
     /// The permissions latchkey can grant: it has no bio enrollment, so a
-    /// request for be is CTAP2_ERR_UNAUTHORIZED_PERMISSION.
+    /// request for be is CTAP2_ERR_UNAUTHORIZED_PERMISSION (so is pcmr on a
+    /// key configured without the persistent token).
     public static let supported: PinUvAuthTokenPermissions = [
         .makeCredential, .getAssertion, .credentialManagement, .largeBlobWrite, .authenticatorConfiguration,
+        .persistentCredentialManagementReadOnly,
     ]
 }
 

@@ -19,6 +19,13 @@ public enum CredentialManagementSubcommand: UInt64, Sendable {
     case deleteCredential = 0x06
     /// updateUserInformation
     case updateUserInformation = 0x07
+
+    /// Whether the subcommand only reads, so that the persistent
+    /// pinUvAuthToken may authorize it (CTAP 2.2 pcmr). The GetNext
+    /// subcommands carry no pinUvAuthParam: they continue a Begin.
+    var isReadOnly: Bool {
+        self == .getCredsMetadata || self == .enumerateRPsBegin || self == .enumerateCredentialsBegin
+    }
 }
 
 /// The authenticatorCredentialManagement request (CTAP 2.1 §6.8).
@@ -83,6 +90,7 @@ public struct CredentialManagementRequest: Sendable {
 /// | 0x09 | totalCredentials                             | unsigned |
 /// | 0x0A | credProtect                                  | unsigned |
 /// | 0x0B | largeBlobKey                                 | bytes |
+/// | 0x0C | thirdPartyPayment (CTAP 2.2)                 | boolean |
 public struct CredentialManagementResponse: Sendable {
     public var existingResidentCredentialsCount: Int?
     public var maxPossibleRemainingResidentCredentialsCount: Int?
@@ -95,6 +103,7 @@ public struct CredentialManagementResponse: Sendable {
     public var totalCredentials: Int?
     public var credProtect: Int?
     public var largeBlobKey: [UInt8]?
+    public var thirdPartyPayment: Bool?
 
     public init() {}
 
@@ -119,6 +128,7 @@ public struct CredentialManagementResponse: Sendable {
         if let totalCredentials { entries.append((0x09, .int(totalCredentials))) }
         if let credProtect { entries.append((0x0A, .int(credProtect))) }
         if let largeBlobKey { entries.append((0x0B, .bytes(largeBlobKey))) }
+        if let thirdPartyPayment { entries.append((0x0C, .boolean(thirdPartyPayment))) }
         guard !entries.isEmpty else { return }
         CBORValue.intMap(entries).encode(into: &out)
     }

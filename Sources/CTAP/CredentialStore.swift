@@ -39,6 +39,9 @@ public struct StoredCredential: Sendable, Equatable {
     /// The largeBlobKey extension's key (32 bytes). Secret; persistent stores
     /// encrypt it at rest.
     public var largeBlobKey: [UInt8]?
+    /// Whether it was made as a payment credential (the thirdPartyPayment
+    /// extension, CTAP 2.2 §12.9).
+    public var thirdPartyPayment: Bool
     /// Creation order, assigned by the store on `save`: larger is newer.
     public var sequence: Int64
 
@@ -56,6 +59,7 @@ public struct StoredCredential: Sendable, Equatable {
         credRandom: [UInt8]? = nil,
         credBlob: [UInt8]? = nil,
         largeBlobKey: [UInt8]? = nil,
+        thirdPartyPayment: Bool = false,
         sequence: Int64 = 0
     ) {
         self.id = id
@@ -71,6 +75,7 @@ public struct StoredCredential: Sendable, Equatable {
         self.credRandom = credRandom
         self.credBlob = credBlob
         self.largeBlobKey = largeBlobKey
+        self.thirdPartyPayment = thirdPartyPayment
         self.sequence = sequence
     }
 }

@@ -12,7 +12,8 @@
 // | 0x02    | alg (1) credProtect (1) flags (1) key (32) credBlob (0...32)  | 64...96   |
 //
 // Version 2 adds the extensions a non-discoverable credential carries with
-// it: flags bit 0 is hmac-secret, and credBlob rides at the end. Version 1
+// it: flags bit 0 is hmac-secret, bit 1 thirdPartyPayment (CTAP 2.2 §12.9),
+// and credBlob rides at the end. Version 1
 // IDs, issued before extensions existed, are still accepted.
 //
 // hmac-secret's CredRandom for these credentials is derived, not stored:
@@ -32,12 +33,18 @@ public struct WrappedCredential: Sendable {
     public var hmacSecret: Bool
     /// The credBlob it was made with.
     public var credBlob: [UInt8]?
+    /// Whether it was made as a payment credential (thirdPartyPayment).
+    public var thirdPartyPayment: Bool
 
-    public init(privateKey: CredentialPrivateKey, credProtect: UInt8, hmacSecret: Bool = false, credBlob: [UInt8]? = nil) {
+    public init(
+        privateKey: CredentialPrivateKey, credProtect: UInt8, hmacSecret: Bool = false, credBlob: [UInt8]? = nil,
+        thirdPartyPayment: Bool = false
+    ) {
         self.privateKey = privateKey
         self.credProtect = credProtect
         self.hmacSecret = hmacSecret
         self.credBlob = credBlob
+        self.thirdPartyPayment = thirdPartyPayment
     }
 }
 
@@ -77,7 +84,7 @@ public struct CredentialWrapper: Sendable {
         precondition(credBlob.count <= Self.maxCredBlobLength, "a wrapped credBlob has at most 32 bytes")
         let nonce = entropy.bytes(count: Self.nonceLength)
         let tag: UInt8 = credential.privateKey.algorithm == .es256 ? 1 : 2
-        let flags: UInt8 = credential.hmacSecret ? 0x01 : 0x00
+        let flags: UInt8 = (credential.hmacSecret ? 0x01 : 0x00) | (credential.thirdPartyPayment ? 0x02 : 0x00)
         let plaintext = [tag, credential.credProtect, flags] + credential.privateKey.rawRepresentation + credBlob
         let sealed = try AES256GCM.seal(plaintext, key: key, nonce: nonce, authenticating: Self.domain + rpIdHash)
         return [Self.version2] + nonce + sealed
@@ -113,7 +120,7 @@ public struct CredentialWrapper: Sendable {
         let credBlob = Array(plaintext[keyEnd...])
         return WrappedCredential(
             privateKey: key, credProtect: plaintext[1], hmacSecret: flags & 0x01 != 0,
-            credBlob: credBlob.isEmpty ? nil : credBlob
+            credBlob: credBlob.isEmpty ? nil : credBlob, thirdPartyPayment: flags & 0x02 != 0
         )
     }
 

@@ -1,5 +1,5 @@
 // The authenticator extensions latchkey implements (CTAP 2.1 §12; hmac-secret-mc
-// from CTAP 2.2): their request inputs, read strictly. Extensions latchkey
+// and thirdPartyPayment from CTAP 2.2): their request inputs, read strictly. Extensions latchkey
 // does not know are ignored (§6.1.2 step 4, §6.2.2 step 4); a known one with a
 // value of the wrong type is a CBOR type error, as in any other parameter.
 
@@ -13,10 +13,11 @@ public enum ExtensionIdentifier {
     public static let credBlob = "credBlob"
     public static let largeBlobKey = "largeBlobKey"
     public static let minPinLength = "minPinLength"
+    public static let thirdPartyPayment = "thirdPartyPayment"
 
     /// Every extension latchkey supports (getInfo 0x02).
     public static let supported = [
-        credProtect, hmacSecret, hmacSecretMakeCredential, credBlob, largeBlobKey, minPinLength,
+        credProtect, hmacSecret, hmacSecretMakeCredential, credBlob, largeBlobKey, minPinLength, thirdPartyPayment,
     ]
 }
 
@@ -85,6 +86,8 @@ public struct MakeCredentialExtensions: Sendable {
     public var largeBlobKey: Bool?
     /// minPinLength: true asks for the minimum PIN length, for permitted RPs.
     public var minPinLength = false
+    /// thirdPartyPayment: true makes a payment credential (CTAP 2.2 §12.9).
+    public var thirdPartyPayment = false
 
     public init() {}
 
@@ -101,6 +104,7 @@ public struct MakeCredentialExtensions: Sendable {
         if !enabled.contains(ExtensionIdentifier.credBlob) { inputs.credBlob = nil }
         if !enabled.contains(ExtensionIdentifier.largeBlobKey) { inputs.largeBlobKey = nil }
         if !enabled.contains(ExtensionIdentifier.minPinLength) { inputs.minPinLength = false }
+        if !enabled.contains(ExtensionIdentifier.thirdPartyPayment) { inputs.thirdPartyPayment = false }
         return inputs
     }
 
@@ -126,6 +130,8 @@ public struct MakeCredentialExtensions: Sendable {
                 largeBlobKey = try entry.value.boolValue("largeBlobKey")
             case ExtensionIdentifier.minPinLength:
                 minPinLength = try entry.value.boolValue("minPinLength")
+            case ExtensionIdentifier.thirdPartyPayment:
+                thirdPartyPayment = try entry.value.boolValue("thirdPartyPayment")
             default:
                 continue
             }
@@ -142,6 +148,9 @@ public struct GetAssertionExtensions: Sendable {
     /// largeBlobKey: true asks for the credential's large-blob key; false is
     /// an invalid option (§12.3).
     public var largeBlobKey: Bool?
+    /// thirdPartyPayment: true asks whether the credential is a payment
+    /// credential (CTAP 2.2 §12.9).
+    public var thirdPartyPayment = false
 
     public init() {}
 
@@ -151,6 +160,7 @@ public struct GetAssertionExtensions: Sendable {
         if !enabled.contains(ExtensionIdentifier.hmacSecret) { inputs.hmacSecret = nil }
         if !enabled.contains(ExtensionIdentifier.credBlob) { inputs.credBlob = false }
         if !enabled.contains(ExtensionIdentifier.largeBlobKey) { inputs.largeBlobKey = nil }
+        if !enabled.contains(ExtensionIdentifier.thirdPartyPayment) { inputs.thirdPartyPayment = false }
         return inputs
     }
 
@@ -164,6 +174,8 @@ public struct GetAssertionExtensions: Sendable {
                 credBlob = try entry.value.boolValue("credBlob")
             case ExtensionIdentifier.largeBlobKey:
                 largeBlobKey = try entry.value.boolValue("largeBlobKey")
+            case ExtensionIdentifier.thirdPartyPayment:
+                thirdPartyPayment = try entry.value.boolValue("thirdPartyPayment")
             default:
                 continue
             }

@@ -62,10 +62,13 @@ public struct MakeCredentialResponse: Sendable {
     public var authData: [UInt8]
     public var attStmt: CBORValue
     public var largeBlobKey: [UInt8]?
+    /// epAtt (0x04): true when the statement is an enterprise attestation.
+    public var epAtt: Bool?
 
     /// Appends the response map.
     public func encode(into out: inout [UInt8]) {
         var entries: [(Int, CBORValue)] = [(0x01, .text(fmt)), (0x02, .bytes(authData)), (0x03, attStmt)]
+        if let epAtt { entries.append((0x04, .boolean(epAtt))) }
         if let largeBlobKey { entries.append((0x05, .bytes(largeBlobKey))) }
         CBORValue.intMap(entries).encode(into: &out)
     }

@@ -14,23 +14,27 @@ public enum AES256CBC {
     /// Encrypts `plaintext`, whose length must be a multiple of 16 (else `.invalidInput`),
     /// under a 32-byte `key` (else `.invalidKey`) and a 16-byte `iv` (else `.invalidInput`).
     public static func encrypt(_ plaintext: [UInt8], key: [UInt8], iv: [UInt8]) throws(CryptoError) -> [UInt8] {
-        try run(plaintext, key: key, iv: iv, encrypting: true)
+        try run(plaintext, key: key, iv: iv, encrypting: true, cipher: EVP_aes_256_cbc(), keyByteCount: keyByteCount)
     }
 
     /// Decrypts `ciphertext`, whose length must be a multiple of 16 (else `.invalidInput`),
     /// under a 32-byte `key` (else `.invalidKey`) and a 16-byte `iv` (else `.invalidInput`).
     public static func decrypt(_ ciphertext: [UInt8], key: [UInt8], iv: [UInt8]) throws(CryptoError) -> [UInt8] {
-        try run(ciphertext, key: key, iv: iv, encrypting: false)
+        try run(ciphertext, key: key, iv: iv, encrypting: false, cipher: EVP_aes_256_cbc(), keyByteCount: keyByteCount)
     }
 
-    private static func run(
+    /// CBC without padding with `cipher`, an AES of `keyByteCount`-byte keys
+    /// (AES128CBC shares it).
+    static func run(
         _ input: [UInt8],
         key: [UInt8],
         iv: [UInt8],
-        encrypting: Bool
+        encrypting: Bool,
+        cipher: OpaquePointer?,
+        keyByteCount: Int
     ) throws(CryptoError) -> [UInt8] {
         guard key.count == keyByteCount else {
-            throw CryptoError(.invalidKey, "AES-256 key must be \(keyByteCount) bytes, got \(key.count)")
+            throw CryptoError(.invalidKey, "AES-\(keyByteCount * 8) key must be \(keyByteCount) bytes, got \(key.count)")
         }
         guard iv.count == blockByteCount else {
             throw CryptoError(.invalidInput, "CBC IV must be \(blockByteCount) bytes, got \(iv.count)")
@@ -42,7 +46,7 @@ public enum AES256CBC {
             )
         }
         let context = try CipherContext()
-        guard EVP_CipherInit_ex(context.pointer, EVP_aes_256_cbc(), nil, key, iv, encrypting ? 1 : 0) == 1 else {
+        guard EVP_CipherInit_ex(context.pointer, cipher, nil, key, iv, encrypting ? 1 : 0) == 1 else {
             throw .openSSL("EVP_CipherInit_ex")
         }
         guard EVP_CIPHER_CTX_set_padding(context.pointer, 0) == 1 else {

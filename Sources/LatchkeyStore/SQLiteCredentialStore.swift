@@ -134,15 +134,16 @@ public final class SQLiteCredentialStore: CredentialStore {
                 sql: """
                     INSERT INTO credential (id, rpId, rpIdHash, rpName, userId, userName, userDisplayName,
                                             algorithm, sealedPrivateKey, credProtect,
-                                            sealedCredRandom, sealedCredBlob, sealedLargeBlobKey)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                            sealedCredRandom, sealedCredBlob, sealedLargeBlobKey,
+                                            thirdPartyPayment)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     Data(credential.id), credential.rpId, Data(credential.rpIdHash), credential.rpName,
                     Data(credential.userId), credential.userName, credential.userDisplayName,
                     credential.algorithm, Data(sealedPrivateKey), Int(credential.credProtect),
                     sealedCredRandom.map { Data($0) }, sealedCredBlob.map { Data($0) },
-                    sealedLargeBlobKey.map { Data($0) },
+                    sealedLargeBlobKey.map { Data($0) }, credential.thirdPartyPayment ? 1 : 0,
                 ]
             )
             var stored = credential
@@ -314,7 +315,7 @@ public final class SQLiteCredentialStore: CredentialStore {
     private static let credentialColumns = """
         id, rpId, rpIdHash, rpName, userId, userName, userDisplayName,
         algorithm, sealedPrivateKey, credProtect, sequence,
-        sealedCredRandom, sealedCredBlob, sealedLargeBlobKey
+        sealedCredRandom, sealedCredBlob, sealedLargeBlobKey, thirdPartyPayment
         """
 
     private func fetchCredentials(
@@ -372,6 +373,7 @@ public final class SQLiteCredentialStore: CredentialStore {
             largeBlobKey: try openOptional(
                 columns.optionalBlob("sealedLargeBlobKey"), .largeBlobKey, id, "largeBlobKey"
             ),
+            thirdPartyPayment: try columns.integer("thirdPartyPayment") != 0,
             sequence: try columns.integer("sequence")
         )
     }

@@ -56,6 +56,13 @@ enum Schema {
                     """
             )
         }
+        migrator.registerMigration("v3") { db in
+            // The thirdPartyPayment extension's flag (CTAP 2.2 §12.9): 1 for a
+            // credential made as a payment credential. Not secret, so plain.
+            try db.execute(
+                sql: "ALTER TABLE credential ADD COLUMN thirdPartyPayment INTEGER NOT NULL DEFAULT 0"
+            )
+        }
         return migrator
     }
 }

@@ -53,6 +53,10 @@ struct CreateKeyRequest: Encodable {
     var hasCredBlob: Bool?
     var hasMinPinLength: Bool?
     var hasPrf: Bool?
+    var hasThirdPartyPayment: Bool?
+    var hasPersistentToken: Bool?
+    var hasEnterpriseAttestation: Bool?
+    var enterpriseAttestationRpIds: [String]?
 }
 
 /// A stored credential: `GET /v1/keys/{name}/credentials`.

@@ -346,8 +346,10 @@ struct ClientPINTests {
         .init(name: "mc", permissions: 0x01, rpId: "example.com", status: .ok),
         .init(name: "ga", permissions: 0x02, rpId: "example.com", status: .ok),
         .init(name: "mc and ga", permissions: 0x03, rpId: "example.com", status: .ok),
-        .init(name: "undefined bits are ignored", permissions: 0x1C2, rpId: "example.com", status: .ok),
-        .init(name: "only undefined bits", permissions: 0x40, rpId: nil, status: .ok),
+        .init(name: "undefined bits are ignored", permissions: 0x182, rpId: "example.com", status: .ok),
+        .init(name: "only undefined bits", permissions: 0x80, rpId: nil, status: .ok),
+        .init(name: "pcmr alone", permissions: 0x40, rpId: nil, status: .ok),
+        .init(name: "pcmr with another permission", permissions: 0x44, rpId: nil, status: .unauthorizedPermission),
     ]
 
     @Test("getPinUvAuthTokenUsingPinWithPermissions validates permissions", arguments: permissionCases)

@@ -378,10 +378,14 @@ struct ErrorPathTests {
         #expect(options[text: "authnrCfg"] == true)
         #expect(options[text: "setMinPINLength"] == true)
         #expect(options[text: "makeCredUvNotRqd"] == true)
+        #expect(options[text: "perCredMgmtRO"] == true)
         #expect(try info.required(0x10, "maxRPIDsForSetMinPINLength").intValue() == 8)
         #expect(
             try info.required(2, "extensions").arrayValue()
-                == ["credProtect", "hmac-secret", "hmac-secret-mc", "credBlob", "largeBlobKey", "minPinLength"]
+                == [
+                    "credProtect", "hmac-secret", "hmac-secret-mc", "credBlob", "largeBlobKey", "minPinLength",
+                    "thirdPartyPayment",
+                ]
         )
         #expect(try info.required(0x0F, "maxCredBlobLength").intValue() == 32)
         #expect(try info.required(6, "pinUvAuthProtocols").arrayValue() == [2, 1])

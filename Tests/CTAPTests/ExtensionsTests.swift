@@ -1,5 +1,6 @@
-// The extensions (CTAP 2.1 §12, hmac-secret-mc from CTAP 2.2): credProtect,
-// hmac-secret and hmac-secret-mc, credBlob, largeBlobKey and minPinLength,
+// The extensions (CTAP 2.1 §12, hmac-secret-mc and thirdPartyPayment from
+// CTAP 2.2): credProtect, hmac-secret and hmac-secret-mc, credBlob,
+// largeBlobKey, minPinLength and thirdPartyPayment,
 // for discoverable and non-discoverable credentials, and their error paths.
 // The platform side (key agreement, salt encryption, output decryption) is
 // TestPlatform's independent OpenSSL code, not the engine's.
@@ -367,6 +368,73 @@ struct ExtensionsTests {
         #expect(try await key.send(.reset).0 == .ok)
         create.rpId = "example.com"
         #expect(try await key.makeCredential(create).extensions == nil)
+    }
+
+    // MARK: thirdPartyPayment (CTAP 2.2 §12.9)
+
+    @Test(
+        "thirdPartyPayment: the flag is kept with both kinds of credential, told at getAssertion and by credentialManagement",
+        arguments: [false, true]
+    )
+    func thirdPartyPayment(discoverable: Bool) async throws {
+        let key = TestKey()
+        #expect(try await key.authenticator.getInfo().extensions.contains("thirdPartyPayment"))
+        var made: [Bool: MadeCredential] = [:]
+        for payment in [false, true] {
+            var create = MakeCredentialBuilder()
+            create.rk = discoverable
+            create.userId = [payment ? 1 : 0]
+            if payment { create.extensions = [("thirdPartyPayment", true)] }
+            made[payment] = try await key.makeCredential(create)
+            #expect(made[payment]?.extensions == nil, "no makeCredential output")
+        }
+        for payment in [false, true] {
+            var get = GetAssertionBuilder()
+            get.allowList = [try #require(made[payment]).credentialId]
+            get.extensions = [("thirdPartyPayment", true)]
+            let outputs = try extensionOutputs(try Assertion(try await key.getAssertion(get)).authData)
+            #expect(outputs?[text: "thirdPartyPayment"] == .boolean(payment))
+            get.extensions = [("thirdPartyPayment", false)]
+            #expect(try extensionOutputs(try Assertion(try await key.getAssertion(get)).authData) == nil)
+        }
+        guard discoverable else { return }
+        #expect(try await key.setPIN(pin) == .ok)
+        let fixture = CredentialManagementFixture(key: key, made: [])
+        let (status, first) = try await fixture.send(0x04, rpIDHashParams("example.com"), token: try await fixture.token())
+        #expect(status == .ok)
+        let (_, second) = try await fixture.send(0x05, token: nil)
+        // Newest first: the payment credential, then the other.
+        #expect(first?[int: 0x0C] == true && second?[int: 0x0C] == false)
+    }
+
+    @Test("thirdPartyPayment: a key without it ignores the input and leaves it out of getInfo and credentialManagement")
+    func thirdPartyPaymentOff() async throws {
+        let key = TestKey { _ = $0.enabledExtensions.remove("thirdPartyPayment") }
+        let extensions = try await key.authenticator.getInfo().extensions
+        #expect(!extensions.contains("thirdPartyPayment"))
+        var create = MakeCredentialBuilder(rk: true)
+        create.extensions = [("thirdPartyPayment", true)]
+        let made = try await key.makeCredential(create)
+        var get = GetAssertionBuilder()
+        get.allowList = [made.credentialId]
+        get.extensions = [("thirdPartyPayment", true)]
+        #expect(try extensionOutputs(try Assertion(try await key.getAssertion(get)).authData) == nil)
+        #expect(try key.store.credential(id: made.credentialId)?.thirdPartyPayment == false)
+        #expect(try await key.setPIN(pin) == .ok)
+        let fixture = CredentialManagementFixture(key: key, made: [])
+        let (status, body) = try await fixture.send(0x04, rpIDHashParams("example.com"), token: try await fixture.token())
+        #expect(status == .ok && body?[int: 0x0C] == nil)
+    }
+
+    @Test("thirdPartyPayment: an input that is not a boolean is a CBOR type error")
+    func thirdPartyPaymentType() async throws {
+        let key = TestKey()
+        var create = MakeCredentialBuilder()
+        create.extensions = [("thirdPartyPayment", 1)]
+        #expect(try await key.send(.makeCredential, create.cbor).0 == .cborUnexpectedType)
+        var get = GetAssertionBuilder()
+        get.extensions = [("thirdPartyPayment", "yes")]
+        #expect(try await key.send(.getAssertion, get.cbor).0 == .cborUnexpectedType)
     }
 
     // MARK: Credential IDs

@@ -20,6 +20,10 @@ struct KeyOptionsConfigurationTests {
                 cred-blob = false
                 min-pin-length = false
                 prf = false
+                third-party-payment = false
+                persistent-token = false
+                enterprise-attestation = true
+                enterprise-attestation-rp-ids = ["corp.example"]
                 [[keys]]
                 name = "plain"
                 """,
@@ -29,10 +33,14 @@ struct KeyOptionsConfigurationTests {
         #expect(legacy.protocolMode == .u2fOnly)
         #expect(!legacy.residentKeys)
         #expect(!legacy.largeBlobs && !legacy.credBlob && !legacy.minPinLength && !legacy.prf)
+        #expect(!legacy.thirdPartyPayment && !legacy.persistentPinUvAuthToken)
+        #expect(legacy.enterpriseAttestation && legacy.enterpriseAttestationRpIds == ["corp.example"])
         let plain = configuration.keys[1]
         #expect(plain.protocolMode == .ctap21)
         #expect(plain.residentKeys)
         #expect(plain.largeBlobs && plain.credBlob && plain.minPinLength && plain.prf)
+        #expect(plain.thirdPartyPayment && plain.persistentPinUvAuthToken)
+        #expect(!plain.enterpriseAttestation && plain.enterpriseAttestationRpIds.isEmpty)
     }
 
     @Test("an unknown protocol is refused with where it is")

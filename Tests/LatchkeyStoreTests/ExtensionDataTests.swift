@@ -18,6 +18,7 @@ struct ExtensionDataTests {
         credential.credRandom = SecureRandom.bytes(count: 64)
         credential.credBlob = Array("a blob for the RP".utf8)
         credential.largeBlobKey = SecureRandom.bytes(count: 32)
+        credential.thirdPartyPayment = true
         return credential
     }
 
@@ -38,6 +39,7 @@ struct ExtensionDataTests {
             #expect(read.credRandom == saved.credRandom, "update keeps extension data")
             #expect(read.credBlob == saved.credBlob)
             #expect(read.largeBlobKey == saved.largeBlobKey)
+            #expect(read.thirdPartyPayment, "update keeps the payment flag")
         }
         let reopened = try openStore(directory)
         let read = try #require(try reopened.credential(id: saved.id))
@@ -45,9 +47,11 @@ struct ExtensionDataTests {
         #expect(read.credBlob == saved.credBlob)
         #expect(read.largeBlobKey == saved.largeBlobKey)
         #expect(read.credProtect == 3)
+        #expect(read.thirdPartyPayment)
         let plain = try reopened.save(sampleCredential())
         let readPlain = try #require(try reopened.credential(id: plain.id))
         #expect(readPlain.credRandom == nil && readPlain.credBlob == nil && readPlain.largeBlobKey == nil)
+        #expect(!readPlain.thirdPartyPayment)
     }
 
     @Test("extension data is sealed: none of it appears in the database files")
@@ -87,7 +91,7 @@ struct ExtensionDataTests {
         #expect(error?.code == .corrupt)
     }
 
-    @Test("a v1 store migrates to v2 and keeps every credential, secret and counter")
+    @Test("a v1 store migrates to v2 and v3 and keeps every credential, secret and counter")
     func migratesFromV1() throws {
         let directory = try TemporaryDirectory()
         var saved: [StoredCredential] = []
@@ -98,14 +102,15 @@ struct ExtensionDataTests {
             try store.setSecret([7, 7], named: "credential-wrapping-secret")
             for _ in 0..<5 { lastCounter = try store.nextSignatureCounter(scope: saved[0].id) }
         }
-        // Make the file what v1 wrote: no extension columns, no v2 migration.
+        // Make the file what v1 wrote: no extension columns, no v2 or v3 migration.
         try rawDatabase(directory).write { db in
             try db.execute(
                 sql: """
                     ALTER TABLE credential DROP COLUMN sealedCredRandom;
                     ALTER TABLE credential DROP COLUMN sealedCredBlob;
                     ALTER TABLE credential DROP COLUMN sealedLargeBlobKey;
-                    DELETE FROM grdb_migrations WHERE identifier = 'v2';
+                    ALTER TABLE credential DROP COLUMN thirdPartyPayment;
+                    DELETE FROM grdb_migrations WHERE identifier IN ('v2', 'v3');
                     """
             )
         }
@@ -116,7 +121,7 @@ struct ExtensionDataTests {
         let migrations = try rawDatabase(directory).read { db in
             try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations")
         }
-        #expect(migrations == ["v1", "v2"])
+        #expect(migrations == ["v1", "v2", "v3"])
         let withExtensions = try store.save(credentialWithExtensions())
         #expect(try store.credential(id: withExtensions.id) == withExtensions)
     }

@@ -5,9 +5,11 @@ qualify YubiKeys: it looks for a FIDO HID device, asks a person to touch, unplug
 it in, and factory-resets it. This plugin is that person and that USB port:
 
 * it starts ``latchkeyd`` (``$LATCHKEYD``) on a temporary state directory with USB/IP on
-  a free loopback port, no uhid, presence ``auto`` (the touch) and the embedded default
-  key, which offers every feature latchkey has and no user verification configured (the
-  suite refuses a key with a PIN or built-in UV);
+  a free loopback port, no uhid, presence ``auto`` (the touch) and the default key, which
+  offers every feature latchkey has and no user verification configured (the suite
+  refuses a key with a PIN or built-in UV); a configuration file adds enterprise
+  attestation, which is off by default, with ``EP_RP_ID`` for the vendor-facilitated
+  kind, and ``--ep-rp-id`` tells the suite that RP ID;
 * the suite's device discovery (``list_descriptors``, ``open_connection``,
   ``open_device``) sees that key, imported through the project's own USB/IP client
   (Tests/e2e/usbip_client.py, usbip_hid.py) as a python-fido2 ``CtapHidDevice``;
@@ -48,6 +50,14 @@ import usbip_hid  # noqa: E402
 
 HOST = "127.0.0.1"
 KEY = "default"
+# The RP ID the key gives vendor-facilitated enterprise attestation to (test_ep_vendor).
+EP_RP_ID = "ep.example.com"
+CONFIG = f"""
+[[keys]]
+name = "{KEY}"
+enterprise-attestation = true
+enterprise-attestation-rp-ids = ["{EP_RP_ID}"]
+"""
 
 # Why a test may skip: each reason the suite gives for a feature latchkey does not
 # advertise in getInfo (or a check that only runs on keys with that feature). A skip with
@@ -55,10 +65,7 @@ KEY = "default"
 EXPLAINED_SKIPS = [
     (r"Algorithm \w+ not supported", "getInfo algorithms lists ES256 and EdDSA only"),
     (r"BioEnrollment not supported by authenticator", "no bioEnroll option: no fingerprint sensor"),
-    (r"Enterprise Attestation not supported", "no ep option: enterprise attestation is not offered"),
-    (r"thirdPartyPayment not supported by authenticator", "the thirdPartyPayment extension is not offered"),
     (r"previewSign not supported by authenticator", "the previewSign extension is not offered"),
-    (r"Persistent PUAT not supported", "no perCredMgmtRO option: no persistent pinUvAuthToken"),
 ]
 
 
@@ -106,7 +113,9 @@ class Latchkeyd:
         with socket.socket() as s:
             s.bind((HOST, 0))
             self.port = s.getsockname()[1]
-        argv = [str(self.binary), "--state-dir", str(self.state_dir), "--no-uhid",
+        config = self.workdir / "latchkeyd.toml"
+        config.write_text(CONFIG)
+        argv = [str(self.binary), "--config", str(config), "--state-dir", str(self.state_dir), "--no-uhid",
                 "--usbip", f"{HOST}:{self.port}", "--presence", "auto",
                 "--control-socket", str(self.socket_path)]
         env = {k: v for k, v in os.environ.items() if k != "DBUS_SESSION_BUS_ADDRESS"}
@@ -245,6 +254,12 @@ def _install(daemon: Latchkeyd) -> None:
     printer.insert = insert
     # `--presence auto` is the touch; the suite's reminder would repeat for every request.
     printer.touch = lambda self: None
+
+
+def pytest_configure(config):
+    # test_ep_vendor needs the RP ID the key was configured with.
+    if not config.getoption("ep_rp_id", None):
+        config.option.ep_rp_id = EP_RP_ID
 
 
 def pytest_collection_finish(session):

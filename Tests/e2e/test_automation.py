@@ -86,7 +86,9 @@ def test_default_key_options(control, make_key):
     doc = make_key()
     assert doc["options"] == {
         "protocol": "ctap2.1", "hasResidentKey": True, "hasUserVerification": False, "isUserVerified": False,
-        "hasLargeBlob": True, "hasCredBlob": True, "hasMinPinLength": True, "hasPrf": True}
+        "hasLargeBlob": True, "hasCredBlob": True, "hasMinPinLength": True, "hasPrf": True,
+        "hasThirdPartyPayment": True, "hasPersistentToken": True, "hasEnterpriseAttestation": False,
+        "enterpriseAttestationRpIds": []}
 
 
 def test_key_option_errors(control):
@@ -268,13 +270,16 @@ def test_credential_get_and_clear(usb, control, key, events):
 
 OPTION_CASES = [
     ({}, dict(rk=True, uv=None, large_blobs=True,
-              extensions={"credBlob", "largeBlobKey", "minPinLength", "hmac-secret", "credProtect"})),
+              extensions={"credBlob", "largeBlobKey", "minPinLength", "hmac-secret", "credProtect",
+                          "thirdPartyPayment"})),
     ({"hasResidentKey": False}, dict(rk=False)),
     ({"hasUserVerification": True}, dict(uv=True)),
     ({"hasLargeBlob": False}, dict(large_blobs=None, missing={"largeBlobKey"})),
     ({"hasCredBlob": False}, dict(missing={"credBlob"})),
     ({"hasMinPinLength": False}, dict(missing={"minPinLength"})),
     ({"hasPrf": False}, dict(missing={"hmac-secret", "hmac-secret-mc"})),
+    ({"hasThirdPartyPayment": False}, dict(missing={"thirdPartyPayment"})),
+    ({"hasEnterpriseAttestation": True}, dict(ep=False)),
 ]
 
 
@@ -289,6 +294,8 @@ def test_key_options_show_in_get_info(usb, control, make_key, options, expected)
         assert info.options.get("rk") is expected["rk"]
     if "uv" in expected:
         assert info.options.get("uv") is expected["uv"]
+    if "ep" in expected:
+        assert info.options.get("ep") is expected["ep"]
     if "large_blobs" in expected:
         assert info.options.get("largeBlobs") is expected["large_blobs"]
     assert expected.get("extensions", set()) <= set(info.extensions), info.extensions
@@ -529,7 +536,9 @@ def test_latchkeyctl_creates_keys_with_options(latchkeyctl, control):
         assert made.returncode == 0, made.stderr
         assert json.loads(made.stdout)["options"] == {
             "protocol": "u2f-only", "hasResidentKey": False, "hasUserVerification": True, "isUserVerified": True,
-            "hasLargeBlob": True, "hasCredBlob": True, "hasMinPinLength": True, "hasPrf": False}
+            "hasLargeBlob": True, "hasCredBlob": True, "hasMinPinLength": True, "hasPrf": False,
+            "hasThirdPartyPayment": True, "hasPersistentToken": True, "hasEnterpriseAttestation": False,
+            "enterpriseAttestationRpIds": []}
         turned = latchkeyctl("keys", "user-verified", name, "off")
         assert turned.returncode == 0 and "fails" in turned.stdout, turned
         assert control.get(f"/v1/keys/{name}/user-verified") == {"isUserVerified": False}

@@ -78,8 +78,10 @@ def test_get_info_advertises_fido_2_1_and_every_extension(device):
     info = Ctap2(device).get_info()
     assert "FIDO_2_1" in info.versions
     assert set(info.extensions) == {"credProtect", "hmac-secret", "hmac-secret-mc", "credBlob",
-                                    "largeBlobKey", "minPinLength"}
+                                    "largeBlobKey", "minPinLength", "thirdPartyPayment"}
     assert info.options.get("largeBlobs") is True
+    assert info.options.get("perCredMgmtRO") is True
+    assert "ep" not in info.options, "enterprise attestation is off by default"
     assert info.max_large_blob is not None and info.max_large_blob >= 1024
     assert info.max_cred_blob_length == 32
     assert info.max_rpids_for_min_pin == 8

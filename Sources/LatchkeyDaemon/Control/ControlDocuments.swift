@@ -48,6 +48,14 @@ public struct KeyOptionsDocument: Codable, Sendable, Equatable {
     public var hasCredBlob: Bool
     public var hasMinPinLength: Bool
     public var hasPrf: Bool
+    /// The thirdPartyPayment extension (CTAP 2.2).
+    public var hasThirdPartyPayment: Bool
+    /// The persistent pinUvAuthToken (CTAP 2.2 perCredMgmtRO).
+    public var hasPersistentToken: Bool
+    /// Enterprise attestation capable (getInfo ep).
+    public var hasEnterpriseAttestation: Bool
+    /// The RP IDs vendor-facilitated enterprise attestation serves.
+    public var enterpriseAttestationRpIds: [String]
 
     init(_ key: KeyConfiguration, presence: PresenceBroker) {
         `protocol` = key.protocolMode.rawValue
@@ -58,6 +66,10 @@ public struct KeyOptionsDocument: Codable, Sendable, Equatable {
         hasCredBlob = key.credBlob
         hasMinPinLength = key.minPinLength
         hasPrf = key.prf
+        hasThirdPartyPayment = key.thirdPartyPayment
+        hasPersistentToken = key.persistentPinUvAuthToken
+        hasEnterpriseAttestation = key.enterpriseAttestation
+        enterpriseAttestationRpIds = key.enterpriseAttestationRpIds
     }
 }
 
@@ -97,6 +109,10 @@ public struct CreateKeyRequest: Codable, Sendable {
     public var hasCredBlob: Bool?
     public var hasMinPinLength: Bool?
     public var hasPrf: Bool?
+    public var hasThirdPartyPayment: Bool?
+    public var hasPersistentToken: Bool?
+    public var hasEnterpriseAttestation: Bool?
+    public var enterpriseAttestationRpIds: [String]?
 
     public init(name: String) { self.name = name }
 

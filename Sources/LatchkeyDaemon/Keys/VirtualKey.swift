@@ -18,6 +18,8 @@ public final class VirtualKey: Sendable {
     static let aaguidSecret = "device.aaguid"
     static let attestationKeySecret = "device.attestation-key"
     static let attestationChainSecret = "device.attestation-chain"
+    static let enterpriseAttestationKeySecret = "device.enterprise-attestation-key"
+    static let enterpriseAttestationChainSecret = "device.enterprise-attestation-chain"
 
     public let configuration: KeyConfiguration
     public let aaguid: [UInt8]
@@ -77,6 +79,11 @@ public final class VirtualKey: Sendable {
             builtInUserVerification: policy.userVerification != .deny
         )
         Self.applyFeatures(of: configuration, to: &engine)
+        if configuration.enterpriseAttestation {
+            engine.enterpriseAttestationIdentity = try Self.loadEnterpriseIdentity(
+                store: store, aaguid: aaguid, name: configuration.name.rawValue, logger: logger
+            )
+        }
         let signCounts = self.signCounts
         let name = configuration.name.rawValue
         let broker = presence
@@ -122,7 +129,10 @@ public final class VirtualKey: Sendable {
             extensions.remove(ExtensionIdentifier.hmacSecret)
             extensions.remove(ExtensionIdentifier.hmacSecretMakeCredential)
         }
+        if !key.thirdPartyPayment { extensions.remove(ExtensionIdentifier.thirdPartyPayment) }
         engine.enabledExtensions = extensions
+        engine.persistentPinUvAuthToken = key.persistentPinUvAuthToken
+        engine.enterpriseAttestationRpIds = Set(key.enterpriseAttestationRpIds)
     }
 
     /// An engine event's fields on the event bus.
@@ -157,21 +167,43 @@ public final class VirtualKey: Sendable {
     private static func loadIdentity(
         store: SQLiteCredentialStore, aaguid: [UInt8], logger: Logger
     ) throws -> AttestationIdentity {
-        if let key = try store.secret(named: attestationKeySecret),
-            let chain = try store.secret(named: attestationChainSecret),
+        try loadIdentity(
+            store: store, aaguid: aaguid, logger: logger, keySecret: attestationKeySecret,
+            chainSecret: attestationChainSecret, commonName: nil, what: "batch"
+        )
+    }
+
+    /// The enterprise attestation identity (CTAP 2.1 §7.1), generated when
+    /// the key first starts with enterprise attestation: a certificate of
+    /// its own, naming the key, apart from the batch certificate. Kept like
+    /// it (`device.` secrets), so a reset keeps it.
+    private static func loadEnterpriseIdentity(
+        store: SQLiteCredentialStore, aaguid: [UInt8], name: String, logger: Logger
+    ) throws -> AttestationIdentity {
+        try loadIdentity(
+            store: store, aaguid: aaguid, logger: logger, keySecret: enterpriseAttestationKeySecret,
+            chainSecret: enterpriseAttestationChainSecret,
+            commonName: String("latchkey enterprise attestation \(name)".prefix(64)), what: "enterprise"
+        )
+    }
+
+    private static func loadIdentity(
+        store: SQLiteCredentialStore, aaguid: [UInt8], logger: Logger, keySecret: String, chainSecret: String,
+        commonName: String?, what: String
+    ) throws -> AttestationIdentity {
+        if let key = try store.secret(named: keySecret),
+            let chain = try store.secret(named: chainSecret),
             let certificates = try? CBORDecoder().decode(chain).arrayValue().map({ try $0.bytesValue() }),
             let privateKey = try? P256PrivateKey(rawRepresentation: key), !certificates.isEmpty
         {
             return AttestationIdentity(privateKey: privateKey, certificateChain: certificates)
         }
         let identity = try AttestationIdentity.generate(
-            aaguid: aaguid, entropy: SystemEntropy(), now: Int64(Date().timeIntervalSince1970)
+            aaguid: aaguid, entropy: SystemEntropy(), now: Int64(Date().timeIntervalSince1970), commonName: commonName
         )
-        try store.setSecret(identity.privateKey.rawRepresentation, named: attestationKeySecret)
-        try store.setSecret(
-            CBORValue.array(identity.certificateChain.map { .bytes($0) }).encoded(), named: attestationChainSecret
-        )
-        logger.info("generated the batch attestation certificate")
+        try store.setSecret(identity.privateKey.rawRepresentation, named: keySecret)
+        try store.setSecret(CBORValue.array(identity.certificateChain.map { .bytes($0) }).encoded(), named: chainSecret)
+        logger.info("generated the \(what) attestation certificate")
         return identity
     }
 

@@ -72,6 +72,17 @@ public struct KeyConfiguration: Sendable, Equatable {
     public var minPinLength = true
     /// hmac-secret (and hmac-secret-mc), which WebAuthn's PRF uses.
     public var prf = true
+    /// The thirdPartyPayment extension (CTAP 2.2), on as on a YubiKey 5.7+.
+    public var thirdPartyPayment = true
+    /// The persistent pinUvAuthToken (CTAP 2.2 perCredMgmtRO, getInfo
+    /// encIdentifier and encCredStoreState), on as on a YubiKey 5.7+.
+    public var persistentPinUvAuthToken = true
+    /// Enterprise attestation (CTAP 2.1 §7.1): off by default; on, the key
+    /// gets a certificate of its own and getInfo's ep (false until
+    /// authenticatorConfig enables it).
+    public var enterpriseAttestation = false
+    /// The RP IDs vendor-facilitated enterprise attestation serves.
+    public var enterpriseAttestationRpIds: [String] = []
     /// This key's changes to the daemon's `[policy]`.
     public var policy = PolicyOverrides()
 
@@ -182,6 +193,10 @@ public struct DaemonConfiguration: Sendable, Equatable {
         # cred-blob = true          # the credBlob extension
         # min-pin-length = true     # the minPinLength extension
         # prf = true                # hmac-secret and hmac-secret-mc (WebAuthn PRF)
+        # third-party-payment = true  # the thirdPartyPayment extension (CTAP 2.2)
+        # persistent-token = true   # perCredMgmtRO: a read-only credential management token that lasts
+        # enterprise-attestation = false  # ep: a certificate naming this key, once authenticatorConfig enables it
+        # enterprise-attestation-rp-ids = ["corp.example"]  # RP IDs for vendor-facilitated enterprise attestation
         # [keys.policy]             # any [policy] key, for this key only
         # user-verification = "deny"
         """
@@ -382,6 +397,10 @@ struct TableReader {
         if let value = try bool("cred-blob") { key.credBlob = value }
         if let value = try bool("min-pin-length") { key.minPinLength = value }
         if let value = try bool("prf") { key.prf = value }
+        if let value = try bool("third-party-payment") { key.thirdPartyPayment = value }
+        if let value = try bool("persistent-token") { key.persistentPinUvAuthToken = value }
+        if let value = try bool("enterprise-attestation") { key.enterpriseAttestation = value }
+        if let value = try strings("enterprise-attestation-rp-ids") { key.enterpriseAttestationRpIds = value }
     }
 
     func uint16(_ value: Int, _ key: String) throws(ConfigurationError) -> UInt16 {

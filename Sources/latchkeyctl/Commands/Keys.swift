@@ -109,6 +109,21 @@ struct Keys: ParsableCommand {
         @Flag(inversion: .prefixedNo, help: "Offer hmac-secret, which WebAuthn's PRF uses (default: yes).")
         var prf: Bool?
 
+        @Flag(inversion: .prefixedNo, help: "Offer the thirdPartyPayment extension (default: yes).")
+        var thirdPartyPayment: Bool?
+
+        @Flag(
+            inversion: .prefixedNo,
+            help: "Offer the persistent read-only credential management token, perCredMgmtRO (default: yes)."
+        )
+        var persistentToken: Bool?
+
+        @Flag(inversion: .prefixedNo, help: "Offer enterprise attestation, getInfo's ep (default: no).")
+        var enterpriseAttestation: Bool?
+
+        @Option(name: .customLong("ep-rp-id"), help: "An RP ID for vendor-facilitated enterprise attestation.")
+        var epRpIds: [String] = []
+
         func validate() throws {
             if let protocolName, !["ctap2.1", "u2f-only"].contains(protocolName) {
                 throw ValidationError("--protocol is ctap2.1 or u2f-only.")
@@ -125,6 +140,10 @@ struct Keys: ParsableCommand {
             body.hasCredBlob = credBlob
             body.hasMinPinLength = minPinLength
             body.hasPrf = prf
+            body.hasThirdPartyPayment = thirdPartyPayment
+            body.hasPersistentToken = persistentToken
+            body.hasEnterpriseAttestation = enterpriseAttestation
+            if !epRpIds.isEmpty { body.enterpriseAttestationRpIds = epRpIds }
             let response = try global.client().post(ControlPath.keys, json: body)
             try global.show(response, as: KeyInfo.self) { key in
                 "Created key \(key.name.quoted).\n\n" + KeyTable.fields(key)
