@@ -29,29 +29,13 @@ from test_latchkeyctl import (
     Run,
     ctl,
     error,
-    latchkeyctl_path,
+    latchkeyctl_fixtures,
     run,
 )
 
 PIN_REFUSED = 3
 
-
-# The fixtures of test_latchkeyctl.py, defined again rather than imported (pytest
-# registers an imported fixture a second time). Run this suite and Tests/e2e as
-# directories: naming files of both in one pytest run lets the `daemon` of this
-# directory shadow Tests/e2e's, for test_latchkeyctl.py as much as for this file.
-@pytest.fixture(scope="session")
-def binary() -> str:
-    return latchkeyctl_path()
-
-
-@pytest.fixture
-def daemon(tmp_path):
-    fake = FakeDaemon(tmp_path)
-    try:
-        yield fake
-    finally:
-        fake.stop()
+binary, daemon = latchkeyctl_fixtures()
 
 PIN_DOC = {"set": True, "retries": 8, "maxRetries": 8, "blocked": False, "powerCycleRequired": False,
            "minPINLength": 4, "forcePINChange": False, "alwaysUv": False}

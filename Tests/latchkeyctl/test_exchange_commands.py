@@ -20,12 +20,13 @@ from test_latchkeyctl import (
     OK,
     REFUSED,
     USAGE,
-    FakeDaemon,
     Reply,
     ctl,
     error,
-    latchkeyctl_path,
+    latchkeyctl_fixtures,
 )
+
+binary, daemon = latchkeyctl_fixtures()
 
 PASSPHRASE = "tr0ub4dor &3"
 ENVELOPE = {
@@ -43,18 +44,6 @@ SKIPPED = {"imported": [], "skipped": [{"location": "accounts[0].items[0].creden
                                         "reason": "the key has a credential with this ID already"}]}
 
 
-@pytest.fixture(scope="session")
-def binary() -> str:
-    return latchkeyctl_path()
-
-
-@pytest.fixture
-def daemon(tmp_path):
-    fake = FakeDaemon(tmp_path)
-    try:
-        yield fake
-    finally:
-        fake.stop()
 
 
 # --------------------------------------------------------------------------

@@ -39,11 +39,6 @@ OK, REFUSED, NOT_FOUND, USAGE, UNAVAILABLE, PROTOCOL = 0, 1, 4, 64, 69, 70
 # The binary
 
 
-@pytest.fixture(scope="session")
-def binary() -> str:
-    return latchkeyctl_path()
-
-
 def latchkeyctl_path() -> str:
     """$LATCHKEYCTL, or the debug build; fails the session when it is not there."""
     path = pathlib.Path(os.environ.get("LATCHKEYCTL", ".build/debug/latchkeyctl"))
@@ -188,15 +183,6 @@ class FakeDaemon:
         return self.requests[0]
 
 
-@pytest.fixture
-def daemon(tmp_path: pathlib.Path):
-    fake = FakeDaemon(tmp_path)
-    try:
-        yield fake
-    finally:
-        fake.stop()
-
-
 @dataclasses.dataclass
 class Run:
     code: int
@@ -216,6 +202,32 @@ def run(binary: str, *args: str, socket_path: str | None = None, env: dict[str, 
         command += ["--socket", socket_path]
     proc = subprocess.run([*command, *args], capture_output=True, text=True, timeout=timeout, env=environment)
     return Run(proc.returncode, proc.stdout, proc.stderr)
+
+
+def latchkeyctl_fixtures():
+    """The `binary` and `daemon` fixtures, for each file of this suite to define as
+    `binary, daemon = latchkeyctl_fixtures()`. Not a conftest.py: when this suite and
+    Tests/e2e run in one pytest, Tests/e2e/pytest.ini makes that directory the rootdir,
+    a conftest.py here goes unread, and Tests/e2e's `daemon` (a real latchkeyd) would
+    take these tests. Each call makes new fixture functions, so no file registers
+    another file's fixture a second time."""
+
+    @pytest.fixture(scope="session")
+    def binary() -> str:
+        return latchkeyctl_path()
+
+    @pytest.fixture
+    def daemon(tmp_path: pathlib.Path):
+        fake = FakeDaemon(tmp_path)
+        try:
+            yield fake
+        finally:
+            fake.stop()
+
+    return binary, daemon
+
+
+binary, daemon = latchkeyctl_fixtures()
 
 
 def ctl(binary: str, daemon: FakeDaemon, *args: str, **kwargs: Any) -> Run:

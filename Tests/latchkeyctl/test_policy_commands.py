@@ -14,7 +14,9 @@ import threading
 import pytest
 
 from test_administration import drain, read_until
-from test_latchkeyctl import OK, USAGE, FakeDaemon, Reply, ctl, error, latchkeyctl_path
+from test_latchkeyctl import OK, USAGE, FakeDaemon, Reply, ctl, error, latchkeyctl_fixtures
+
+binary, daemon = latchkeyctl_fixtures()
 
 REQUEST_1 = {"id": "p-7", "key": "default", "operation": "makeCredential", "rpId": "example.com",
              "userName": "alice", "ageMs": 100, "expiresInMs": 29900}
@@ -24,18 +26,6 @@ REQUEST_3 = {"id": "p-9", "key": "default", "operation": "makeCredential", "rpId
              "userName": "bob", "ageMs": 100, "expiresInMs": 900}
 
 
-@pytest.fixture(scope="session")
-def binary() -> str:
-    return latchkeyctl_path()
-
-
-@pytest.fixture
-def daemon(tmp_path):
-    fake = FakeDaemon(tmp_path)
-    try:
-        yield fake
-    finally:
-        fake.stop()
 
 
 class Board:
