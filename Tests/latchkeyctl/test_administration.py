@@ -29,6 +29,7 @@ from test_latchkeyctl import (
     Run,
     ctl,
     error,
+    expect_not_found,
     latchkeyctl_fixtures,
     run,
 )
@@ -141,9 +142,7 @@ def test_pin_status_of_a_named_key_as_json(binary, daemon):
 
 
 def test_pin_status_of_a_missing_key_exits_4(binary, daemon):
-    daemon.route("GET", "/v1/keys/nope/pin", error(404, "not_found", "no key named nope"))
-    result = ctl(binary, daemon, "pin", "status", "nope")
-    assert result.code == NOT_FOUND and "no key named nope" in result.err
+    expect_not_found(binary, daemon, "GET", "/v1/keys/nope/pin", "no key named nope", "pin", "status", "nope")
 
 
 # --------------------------------------------------------------------------
@@ -320,10 +319,9 @@ def test_update_user_accepts_standard_base64(binary, daemon):
 
 
 def test_update_user_of_a_missing_credential_exits_4(binary, daemon):
-    daemon.route("PUT", "/v1/keys/default/credentials/AAAA/user",
-                 error(404, "not_found", "key default: no stored credential has this ID"))
-    result = ctl(binary, daemon, "credentials", "update-user", "default", "AAAA", "--name", "x")
-    assert result.code == NOT_FOUND and "no stored credential" in result.err
+    expect_not_found(binary, daemon, "PUT", "/v1/keys/default/credentials/AAAA/user",
+                     "key default: no stored credential has this ID",
+                     "credentials", "update-user", "default", "AAAA", "--name", "x")
 
 
 @pytest.mark.parametrize("args", [["default", "AAAA"], ["default"], ["default", "==", "--name", "x"]],

@@ -234,6 +234,15 @@ def ctl(binary: str, daemon: FakeDaemon, *args: str, **kwargs: Any) -> Run:
     return run(binary, *args, socket_path=daemon.path, **kwargs)
 
 
+def expect_not_found(binary: str, daemon: FakeDaemon, method: str, path: str, message: str, *args: str) -> None:
+    """The daemon answers METHOD PATH with a 404 saying MESSAGE: `latchkeyctl ARGS` exits 4
+    and prints the message."""
+    daemon.route(method, path, error(404, "not_found", message))
+    result = ctl(binary, daemon, *args)
+    assert result.code == NOT_FOUND, result.err
+    assert message in result.err, result.err
+
+
 # --------------------------------------------------------------------------
 # Canned answers
 
@@ -378,10 +387,7 @@ def test_a_key_name_outside_the_grammar_is_refused_before_connecting(binary, dae
 
 
 def test_keys_show_missing_key_exits_4(binary, daemon):
-    daemon.route("GET", "/v1/keys/nope", error(404, "not_found", 'no key named "nope"'))
-    result = ctl(binary, daemon, "keys", "show", "nope")
-    assert result.code == NOT_FOUND
-    assert 'no key named "nope"' in result.err
+    expect_not_found(binary, daemon, "GET", "/v1/keys/nope", 'no key named "nope"', "keys", "show", "nope")
 
 
 def test_keys_delete(binary, daemon):
@@ -459,10 +465,8 @@ def test_credentials_delete_accepts_standard_base64(binary, daemon):
 
 
 def test_credentials_delete_missing_exits_4(binary, daemon):
-    daemon.route("DELETE", "/v1/keys/default/credentials/AAAA", error(404, "not_found", "no such credential"))
-    result = ctl(binary, daemon, "credentials", "delete", "AAAA")
-    assert result.code == NOT_FOUND
-    assert "no such credential" in result.err
+    expect_not_found(binary, daemon, "DELETE", "/v1/keys/default/credentials/AAAA", "no such credential",
+                     "credentials", "delete", "AAAA")
 
 
 # --------------------------------------------------------------------------
@@ -584,10 +588,8 @@ def test_decide_with_nothing_pending_exits_4(binary, daemon, verb):
 
 
 def test_approve_unknown_id_exits_4(binary, daemon):
-    daemon.route("POST", "/v1/presence/pending/p-1/approve", error(404, "not_found", "no pending request p-1"))
-    result = ctl(binary, daemon, "approve", "p-1")
-    assert result.code == NOT_FOUND
-    assert "no pending request p-1" in result.err
+    expect_not_found(binary, daemon, "POST", "/v1/presence/pending/p-1/approve", "no pending request p-1",
+                     "approve", "p-1")
 
 
 @pytest.mark.parametrize("command", [["approve"], ["deny"], ["pending"]])
