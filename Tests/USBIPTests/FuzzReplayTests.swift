@@ -14,14 +14,16 @@ struct FuzzReplayTests {
         #expect(try crashersBreakingInvariants(in: .module, of: USBIPFuzzDriver.run) == [])
     }
 
+    /// What half the generated inputs become, to reach deep states: an import of "1-1"
+    /// first, then mostly structured commands and reports.
+    static func towardDeepStates(_ input: [UInt8]) -> [UInt8] {
+        [0x01] + input.map { $0 & 0x03 == 0 ? $0 | 0x01 : $0 }
+    }
+
     @Test("generated inputs run without breaking an invariant")
     func generatedInputs() {
-        // Half the inputs lean toward deep states: an import of "1-1" first, then mostly
-        // structured commands and reports.
         let failures = generatedInputsBreakingInvariants(
-            seed: 0x0005_B1B1, count: 400, below: 1024,
-            biasingHalf: { [0x01] + $0.map { $0 & 0x03 == 0 ? $0 | 0x01 : $0 } },
-            of: USBIPFuzzDriver.run
+            seed: 0x0005_B1B1, count: 400, below: 1024, biasingHalf: Self.towardDeepStates, of: USBIPFuzzDriver.run
         )
         #expect(failures == [])
     }
