@@ -59,6 +59,19 @@ struct CredentialManagementFixture {
         return (try #require(token), platform)
     }
 
+    /// `send` that must answer CTAP2_OK with a map: the map.
+    func sendOK(
+        _ subCommand: Int,
+        _ params: CBORValue? = nil,
+        token: (token: [UInt8], platform: TestPlatform)?,
+        command: CTAPCommand = .credentialManagement,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> CBORMap {
+        let (status, body) = try await send(subCommand, params, token: token, command: command)
+        #expect(status == .ok, sourceLocation: sourceLocation)
+        return try #require(body, sourceLocation: sourceLocation)
+    }
+
     /// Sends subCommand with subCommandParams, authenticated with `token`
     /// over subCommand || subCommandParams unless `auth` is false.
     func send(
@@ -99,9 +112,7 @@ struct CredentialManagementTests {
     func metadata(version: Int) async throws {
         let fixture = try await CredentialManagementFixture()
         let token = try await fixture.token(version)
-        let (status, body) = try await fixture.send(0x01, token: token)
-        #expect(status == .ok)
-        let map = try #require(body)
+        let map = try await fixture.sendOK(0x01, token: token)
         #expect(try map.required(1, "existingResidentCredentialsCount").intValue() == 3)
         #expect(try map.required(2, "maxPossibleRemainingResidentCredentialsCount").intValue() == 997)
         #expect(map.entries.count == 2)
@@ -112,12 +123,10 @@ struct CredentialManagementTests {
     func prototypeCommand(version: Int) async throws {
         let fixture = try await CredentialManagementFixture()
         let token = try await fixture.token(version)
-        let (status, body) = try await fixture.send(0x01, token: token, command: .credentialManagementPreview)
-        #expect(status == .ok)
-        #expect(try #require(body).required(1, "existingResidentCredentialsCount").intValue() == 3)
-        let (rpStatus, rp) = try await fixture.send(0x02, token: token, command: .credentialManagementPreview)
-        #expect(rpStatus == .ok)
-        #expect(try #require(rp).required(5, "totalRPs").intValue() == 2)
+        let metadata = try await fixture.sendOK(0x01, token: token, command: .credentialManagementPreview)
+        #expect(try metadata.required(1, "existingResidentCredentialsCount").intValue() == 3)
+        let rps = try await fixture.sendOK(0x02, token: token, command: .credentialManagementPreview)
+        #expect(try rps.required(5, "totalRPs").intValue() == 2)
         #expect(try await fixture.send(0x03, token: nil, command: .credentialManagementPreview).0 == .ok)
     }
 
@@ -127,18 +136,14 @@ struct CredentialManagementTests {
     func enumerateRPs(version: Int) async throws {
         let fixture = try await CredentialManagementFixture()
         let token = try await fixture.token(version)
-        let (status, first) = try await fixture.send(0x02, token: token)
-        #expect(status == .ok)
-        let firstMap = try #require(first)
+        let firstMap = try await fixture.sendOK(0x02, token: token)
         #expect(try firstMap.required(5, "totalRPs").intValue() == 2)
         let rp = try firstMap.required(3, "rp").mapValue()
         #expect(try rp.required("id").textValue() == "other.org")
         #expect(rp[text: "name"] == nil, "no name was given")
         #expect(try firstMap.required(4, "rpIDHash").bytesValue() == opensslSHA256(Array("other.org".utf8)))
 
-        let (nextStatus, next) = try await fixture.send(0x03, token: nil)
-        #expect(nextStatus == .ok)
-        let nextMap = try #require(next)
+        let nextMap = try await fixture.sendOK(0x03, token: nil)
         #expect(nextMap[int: 5] == nil, "totalRPs only on the first")
         let nextRP = try nextMap.required(3, "rp").mapValue()
         #expect(try nextRP.required("id").textValue() == "example.com")
@@ -156,9 +161,8 @@ struct CredentialManagementTests {
         let token = try await fixture.token()
         #expect(try await fixture.send(0x02, token: token).0 == .noCredentials)
         #expect(try await fixture.send(0x03, token: nil).0 == .notAllowed)
-        let (status, body) = try await fixture.send(0x01, token: token)
-        #expect(status == .ok)
-        #expect(try #require(body).required(1, "existingResidentCredentialsCount").intValue() == 0)
+        let metadata = try await fixture.sendOK(0x01, token: token)
+        #expect(try metadata.required(1, "existingResidentCredentialsCount").intValue() == 0)
     }
 
     // MARK: enumerateCredentials
@@ -167,13 +171,9 @@ struct CredentialManagementTests {
     func enumerateCredentials(version: Int) async throws {
         let fixture = try await CredentialManagementFixture()
         let token = try await fixture.token(version)
-        let (status, first) = try await fixture.send(0x04, rpIDHashParams("example.com"), token: token)
-        #expect(status == .ok)
-        let firstMap = try #require(first)
+        let firstMap = try await fixture.sendOK(0x04, rpIDHashParams("example.com"), token: token)
         #expect(try firstMap.required(9, "totalCredentials").intValue() == 2)
-        let (nextStatus, next) = try await fixture.send(0x05, token: nil)
-        #expect(nextStatus == .ok)
-        let nextMap = try #require(next)
+        let nextMap = try await fixture.sendOK(0x05, token: nil)
         #expect(nextMap[int: 9] == nil, "totalCredentials only on the first")
 
         for (map, made, userId, name) in [
@@ -251,12 +251,10 @@ struct CredentialManagementTests {
         assertion.allowList = [victim]
         #expect(try await fixture.key.send(.getAssertion, assertion.cbor).0 == .noCredentials)
 
-        let (metaStatus, meta) = try await fixture.send(0x01, token: token)
-        #expect(metaStatus == .ok)
-        #expect(try #require(meta).required(1, "existingResidentCredentialsCount").intValue() == 2)
-        let (enumStatus, first) = try await fixture.send(0x04, rpIDHashParams("example.com"), token: token)
-        #expect(enumStatus == .ok)
-        #expect(try #require(first).required(9, "totalCredentials").intValue() == 1)
+        let metadata = try await fixture.sendOK(0x01, token: token)
+        #expect(try metadata.required(1, "existingResidentCredentialsCount").intValue() == 2)
+        let credentials = try await fixture.sendOK(0x04, rpIDHashParams("example.com"), token: token)
+        #expect(try credentials.required(9, "totalCredentials").intValue() == 1)
 
         #expect(try await fixture.send(0x06, credentialParams(victim), token: token).0 == .noCredentials, "gone")
     }
