@@ -45,6 +45,14 @@ struct CredentialManagementFixture {
         if pin { #expect(try await key.setPIN("1234") == .ok) }
     }
 
+    /// A fixture with a PIN and a cm token with `version` for it.
+    static func withToken(
+        _ version: Int
+    ) async throws -> (CredentialManagementFixture, (token: [UInt8], platform: TestPlatform)) {
+        let fixture = try await CredentialManagementFixture()
+        return (fixture, try await fixture.token(version))
+    }
+
     /// A cm token (or the given permissions) with `version`: its bytes and
     /// the platform that authenticates with it.
     func token(
@@ -110,8 +118,7 @@ struct CredentialManagementTests {
 
     @Test("getCredsMetadata counts stored and remaining credentials, with either protocol", arguments: protocols)
     func metadata(version: Int) async throws {
-        let fixture = try await CredentialManagementFixture()
-        let token = try await fixture.token(version)
+        let (fixture, token) = try await CredentialManagementFixture.withToken(version)
         let map = try await fixture.sendOK(0x01, token: token)
         #expect(try map.required(1, "existingResidentCredentialsCount").intValue() == 3)
         #expect(try map.required(2, "maxPossibleRemainingResidentCredentialsCount").intValue() == 997)
@@ -121,8 +128,7 @@ struct CredentialManagementTests {
 
     @Test("the prototype command 0x41 answers the same", arguments: protocols)
     func prototypeCommand(version: Int) async throws {
-        let fixture = try await CredentialManagementFixture()
-        let token = try await fixture.token(version)
+        let (fixture, token) = try await CredentialManagementFixture.withToken(version)
         let metadata = try await fixture.sendOK(0x01, token: token, command: .credentialManagementPreview)
         #expect(try metadata.required(1, "existingResidentCredentialsCount").intValue() == 3)
         let rps = try await fixture.sendOK(0x02, token: token, command: .credentialManagementPreview)
@@ -134,8 +140,7 @@ struct CredentialManagementTests {
 
     @Test("enumerateRPs: each RP once, newest first, totalRPs on the first answer", arguments: protocols)
     func enumerateRPs(version: Int) async throws {
-        let fixture = try await CredentialManagementFixture()
-        let token = try await fixture.token(version)
+        let (fixture, token) = try await CredentialManagementFixture.withToken(version)
         let firstMap = try await fixture.sendOK(0x02, token: token)
         #expect(try firstMap.required(5, "totalRPs").intValue() == 2)
         let rp = try firstMap.required(3, "rp").mapValue()
@@ -169,8 +174,7 @@ struct CredentialManagementTests {
 
     @Test("enumerateCredentials: the RP's credentials newest first, with user, key and credProtect", arguments: protocols)
     func enumerateCredentials(version: Int) async throws {
-        let fixture = try await CredentialManagementFixture()
-        let token = try await fixture.token(version)
+        let (fixture, token) = try await CredentialManagementFixture.withToken(version)
         let firstMap = try await fixture.sendOK(0x04, rpIDHashParams("example.com"), token: token)
         #expect(try firstMap.required(9, "totalCredentials").intValue() == 2)
         let nextMap = try await fixture.sendOK(0x05, token: nil)
@@ -238,8 +242,7 @@ struct CredentialManagementTests {
 
     @Test("deleteCredential removes the credential from the store and from getAssertion", arguments: protocols)
     func deleteCredential(version: Int) async throws {
-        let fixture = try await CredentialManagementFixture()
-        let token = try await fixture.token(version)
+        let (fixture, token) = try await CredentialManagementFixture.withToken(version)
         let victim = fixture.made[0].credentialId
         let (status, body) = try await fixture.send(0x06, credentialParams(victim), token: token)
         #expect(status == .ok)
@@ -277,8 +280,7 @@ struct CredentialManagementTests {
 
     @Test("updateUserInformation replaces name and displayName in the store", arguments: protocols)
     func updateUser(version: Int) async throws {
-        let fixture = try await CredentialManagementFixture()
-        let token = try await fixture.token(version)
+        let (fixture, token) = try await CredentialManagementFixture.withToken(version)
         let id = fixture.made[0].credentialId
         let user: CBORValue = .textMap([("id", .bytes([1])), ("name", "alice2"), ("displayName", "Alice Two")])
         let (status, body) = try await fixture.send(0x07, credentialParams(id, user: user), token: token)
