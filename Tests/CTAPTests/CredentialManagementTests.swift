@@ -45,6 +45,14 @@ struct CredentialManagementFixture {
         if pin { #expect(try await key.setPIN("1234") == .ok) }
     }
 
+    /// A fixture with a PIN and a cm token with `version` for it.
+    static func withToken(
+        _ version: Int
+    ) async throws -> (CredentialManagementFixture, (token: [UInt8], platform: TestPlatform)) {
+        let fixture = try await CredentialManagementFixture()
+        return (fixture, try await fixture.token(version))
+    }
+
     /// A cm token (or the given permissions) with `version`: its bytes and
     /// the platform that authenticates with it.
     func token(
@@ -57,6 +65,19 @@ struct CredentialManagementFixture {
         )
         try #require(status == .ok)
         return (try #require(token), platform)
+    }
+
+    /// `send` that must answer CTAP2_OK with a map: the map.
+    func sendOK(
+        _ subCommand: Int,
+        _ params: CBORValue? = nil,
+        token: (token: [UInt8], platform: TestPlatform)?,
+        command: CTAPCommand = .credentialManagement,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> CBORMap {
+        let (status, body) = try await send(subCommand, params, token: token, command: command)
+        #expect(status == .ok, sourceLocation: sourceLocation)
+        return try #require(body, sourceLocation: sourceLocation)
     }
 
     /// Sends subCommand with subCommandParams, authenticated with `token`
@@ -97,11 +118,8 @@ struct CredentialManagementTests {
 
     @Test("getCredsMetadata counts stored and remaining credentials, with either protocol", arguments: protocols)
     func metadata(version: Int) async throws {
-        let fixture = try await CredentialManagementFixture()
-        let token = try await fixture.token(version)
-        let (status, body) = try await fixture.send(0x01, token: token)
-        #expect(status == .ok)
-        let map = try #require(body)
+        let (fixture, token) = try await CredentialManagementFixture.withToken(version)
+        let map = try await fixture.sendOK(0x01, token: token)
         #expect(try map.required(1, "existingResidentCredentialsCount").intValue() == 3)
         #expect(try map.required(2, "maxPossibleRemainingResidentCredentialsCount").intValue() == 997)
         #expect(map.entries.count == 2)
@@ -110,14 +128,11 @@ struct CredentialManagementTests {
 
     @Test("the prototype command 0x41 answers the same", arguments: protocols)
     func prototypeCommand(version: Int) async throws {
-        let fixture = try await CredentialManagementFixture()
-        let token = try await fixture.token(version)
-        let (status, body) = try await fixture.send(0x01, token: token, command: .credentialManagementPreview)
-        #expect(status == .ok)
-        #expect(try #require(body).required(1, "existingResidentCredentialsCount").intValue() == 3)
-        let (rpStatus, rp) = try await fixture.send(0x02, token: token, command: .credentialManagementPreview)
-        #expect(rpStatus == .ok)
-        #expect(try #require(rp).required(5, "totalRPs").intValue() == 2)
+        let (fixture, token) = try await CredentialManagementFixture.withToken(version)
+        let metadata = try await fixture.sendOK(0x01, token: token, command: .credentialManagementPreview)
+        #expect(try metadata.required(1, "existingResidentCredentialsCount").intValue() == 3)
+        let rps = try await fixture.sendOK(0x02, token: token, command: .credentialManagementPreview)
+        #expect(try rps.required(5, "totalRPs").intValue() == 2)
         #expect(try await fixture.send(0x03, token: nil, command: .credentialManagementPreview).0 == .ok)
     }
 
@@ -125,20 +140,15 @@ struct CredentialManagementTests {
 
     @Test("enumerateRPs: each RP once, newest first, totalRPs on the first answer", arguments: protocols)
     func enumerateRPs(version: Int) async throws {
-        let fixture = try await CredentialManagementFixture()
-        let token = try await fixture.token(version)
-        let (status, first) = try await fixture.send(0x02, token: token)
-        #expect(status == .ok)
-        let firstMap = try #require(first)
+        let (fixture, token) = try await CredentialManagementFixture.withToken(version)
+        let firstMap = try await fixture.sendOK(0x02, token: token)
         #expect(try firstMap.required(5, "totalRPs").intValue() == 2)
         let rp = try firstMap.required(3, "rp").mapValue()
         #expect(try rp.required("id").textValue() == "other.org")
         #expect(rp[text: "name"] == nil, "no name was given")
         #expect(try firstMap.required(4, "rpIDHash").bytesValue() == opensslSHA256(Array("other.org".utf8)))
 
-        let (nextStatus, next) = try await fixture.send(0x03, token: nil)
-        #expect(nextStatus == .ok)
-        let nextMap = try #require(next)
+        let nextMap = try await fixture.sendOK(0x03, token: nil)
         #expect(nextMap[int: 5] == nil, "totalRPs only on the first")
         let nextRP = try nextMap.required(3, "rp").mapValue()
         #expect(try nextRP.required("id").textValue() == "example.com")
@@ -156,24 +166,18 @@ struct CredentialManagementTests {
         let token = try await fixture.token()
         #expect(try await fixture.send(0x02, token: token).0 == .noCredentials)
         #expect(try await fixture.send(0x03, token: nil).0 == .notAllowed)
-        let (status, body) = try await fixture.send(0x01, token: token)
-        #expect(status == .ok)
-        #expect(try #require(body).required(1, "existingResidentCredentialsCount").intValue() == 0)
+        let metadata = try await fixture.sendOK(0x01, token: token)
+        #expect(try metadata.required(1, "existingResidentCredentialsCount").intValue() == 0)
     }
 
     // MARK: enumerateCredentials
 
     @Test("enumerateCredentials: the RP's credentials newest first, with user, key and credProtect", arguments: protocols)
     func enumerateCredentials(version: Int) async throws {
-        let fixture = try await CredentialManagementFixture()
-        let token = try await fixture.token(version)
-        let (status, first) = try await fixture.send(0x04, rpIDHashParams("example.com"), token: token)
-        #expect(status == .ok)
-        let firstMap = try #require(first)
+        let (fixture, token) = try await CredentialManagementFixture.withToken(version)
+        let firstMap = try await fixture.sendOK(0x04, rpIDHashParams("example.com"), token: token)
         #expect(try firstMap.required(9, "totalCredentials").intValue() == 2)
-        let (nextStatus, next) = try await fixture.send(0x05, token: nil)
-        #expect(nextStatus == .ok)
-        let nextMap = try #require(next)
+        let nextMap = try await fixture.sendOK(0x05, token: nil)
         #expect(nextMap[int: 9] == nil, "totalCredentials only on the first")
 
         for (map, made, userId, name) in [
@@ -238,8 +242,7 @@ struct CredentialManagementTests {
 
     @Test("deleteCredential removes the credential from the store and from getAssertion", arguments: protocols)
     func deleteCredential(version: Int) async throws {
-        let fixture = try await CredentialManagementFixture()
-        let token = try await fixture.token(version)
+        let (fixture, token) = try await CredentialManagementFixture.withToken(version)
         let victim = fixture.made[0].credentialId
         let (status, body) = try await fixture.send(0x06, credentialParams(victim), token: token)
         #expect(status == .ok)
@@ -251,12 +254,10 @@ struct CredentialManagementTests {
         assertion.allowList = [victim]
         #expect(try await fixture.key.send(.getAssertion, assertion.cbor).0 == .noCredentials)
 
-        let (metaStatus, meta) = try await fixture.send(0x01, token: token)
-        #expect(metaStatus == .ok)
-        #expect(try #require(meta).required(1, "existingResidentCredentialsCount").intValue() == 2)
-        let (enumStatus, first) = try await fixture.send(0x04, rpIDHashParams("example.com"), token: token)
-        #expect(enumStatus == .ok)
-        #expect(try #require(first).required(9, "totalCredentials").intValue() == 1)
+        let metadata = try await fixture.sendOK(0x01, token: token)
+        #expect(try metadata.required(1, "existingResidentCredentialsCount").intValue() == 2)
+        let credentials = try await fixture.sendOK(0x04, rpIDHashParams("example.com"), token: token)
+        #expect(try credentials.required(9, "totalCredentials").intValue() == 1)
 
         #expect(try await fixture.send(0x06, credentialParams(victim), token: token).0 == .noCredentials, "gone")
     }
@@ -279,8 +280,7 @@ struct CredentialManagementTests {
 
     @Test("updateUserInformation replaces name and displayName in the store", arguments: protocols)
     func updateUser(version: Int) async throws {
-        let fixture = try await CredentialManagementFixture()
-        let token = try await fixture.token(version)
+        let (fixture, token) = try await CredentialManagementFixture.withToken(version)
         let id = fixture.made[0].credentialId
         let user: CBORValue = .textMap([("id", .bytes([1])), ("name", "alice2"), ("displayName", "Alice Two")])
         let (status, body) = try await fixture.send(0x07, credentialParams(id, user: user), token: token)

@@ -46,14 +46,11 @@ func largeBlobsRequest(
     pinUvAuthParam: [UInt8]? = nil,
     pinUvAuthProtocol: Int? = nil
 ) -> CBORValue {
-    var entries: [(Int, CBORValue)] = []
-    if let get { entries.append((1, .int(get))) }
-    if let set { entries.append((2, .bytes(set))) }
-    if let offset { entries.append((3, .int(offset))) }
-    if let length { entries.append((4, .int(length))) }
-    if let pinUvAuthParam { entries.append((5, .bytes(pinUvAuthParam))) }
-    if let pinUvAuthProtocol { entries.append((6, .int(pinUvAuthProtocol))) }
-    return .intMap(entries)
+    .intMap(present: [
+        (1, get.map(CBORValue.int)), (2, set.map(CBORValue.bytes)), (3, offset.map(CBORValue.int)),
+        (4, length.map(CBORValue.int)), (5, pinUvAuthParam.map(CBORValue.bytes)),
+        (6, pinUvAuthProtocol.map(CBORValue.int)),
+    ])
 }
 
 extension TestKey {

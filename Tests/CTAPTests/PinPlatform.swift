@@ -167,15 +167,11 @@ extension TestKey {
         permissions: Int? = nil,
         rpId: String? = nil
     ) -> CBORValue {
-        var entries: [(Int, CBORValue)] = [(2, .int(subCommand))]
-        if let version { entries.append((1, .int(version))) }
-        if let keyAgreement { entries.append((3, keyAgreement)) }
-        if let pinUvAuthParam { entries.append((4, .bytes(pinUvAuthParam))) }
-        if let newPinEnc { entries.append((5, .bytes(newPinEnc))) }
-        if let pinHashEnc { entries.append((6, .bytes(pinHashEnc))) }
-        if let permissions { entries.append((9, .int(permissions))) }
-        if let rpId { entries.append((10, .text(rpId))) }
-        return .intMap(entries)
+        .intMap(present: [
+            (2, .int(subCommand)), (1, version.map(CBORValue.int)), (3, keyAgreement),
+            (4, pinUvAuthParam.map(CBORValue.bytes)), (5, newPinEnc.map(CBORValue.bytes)),
+            (6, pinHashEnc.map(CBORValue.bytes)), (9, permissions.map(CBORValue.int)), (10, rpId.map(CBORValue.text)),
+        ])
     }
 
     /// The authenticator's key agreement key for `version`.

@@ -155,6 +155,13 @@ struct TestKey {
     }
 }
 
+extension CBORValue {
+    /// An int-keyed map of the members that are present, in the order given.
+    static func intMap(present members: [(Int, CBORValue?)]) -> CBORValue {
+        .intMap(members.compactMap { key, value in value.map { (key, $0) } })
+    }
+}
+
 struct MakeCredentialBuilder {
     var clientDataHash = Array(repeating: UInt8(0xC1), count: 32)
     var rpId = "example.com"

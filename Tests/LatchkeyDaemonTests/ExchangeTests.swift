@@ -9,6 +9,23 @@ import Testing
 
 @testable import LatchkeyDaemon
 
+/// Expects opening `envelope` with `passphrase` to fail, and to fail as `kind`; `label`
+/// names the case in a failure's message.
+func expectOpeningFails(
+    _ envelope: ExchangeEnvelope,
+    passphrase: String = "pw",
+    with kind: ExchangeEnvelope.Failure.Kind,
+    _ label: String = "the envelope",
+    sourceLocation: SourceLocation = #_sourceLocation
+) {
+    do {
+        _ = try envelope.open(passphrase: passphrase)
+        Issue.record("\(label): opened", sourceLocation: sourceLocation)
+    } catch {
+        #expect(error.kind == kind, "\(label): \(error)", sourceLocation: sourceLocation)
+    }
+}
+
 @Suite("export envelope")
 struct ExchangeEnvelopeTests {
     /// Cheap costs, so that the tests do not spend 128 MiB each.
@@ -51,12 +68,7 @@ struct ExchangeEnvelopeTests {
     @Test("a wrong passphrase fails to decrypt")
     func wrongPassphrase() throws {
         let envelope = try ExchangeEnvelope.seal(Self.plaintext, passphrase: "right", parameters: Self.cheap)
-        #expect(throws: ExchangeEnvelope.Failure.self) { try envelope.open(passphrase: "wrong") }
-        do {
-            _ = try envelope.open(passphrase: "wrong")
-        } catch {
-            #expect(error.kind == .decryptionFailed)
-        }
+        expectOpeningFails(envelope, passphrase: "wrong", with: .decryptionFailed)
     }
 
     /// The envelope with one field changed.
@@ -79,12 +91,7 @@ struct ExchangeEnvelopeTests {
     func tampered(index: Int) throws {
         var envelope = try ExchangeEnvelope.seal(Self.plaintext, passphrase: "pw", parameters: Self.cheap)
         Self.tampering[index].1(&envelope)
-        do {
-            _ = try envelope.open(passphrase: "pw")
-            Issue.record("\(Self.tampering[index].0): opened")
-        } catch {
-            #expect(error.kind == .decryptionFailed, "\(Self.tampering[index].0)")
-        }
+        expectOpeningFails(envelope, with: .decryptionFailed, Self.tampering[index].0)
     }
 
     @Test("refuses unknown names, bad encodings and costs over the limit as malformed")
@@ -99,12 +106,7 @@ struct ExchangeEnvelopeTests {
         for (index, change) in changes.enumerated() {
             var envelope = good
             change(&envelope)
-            do {
-                _ = try envelope.open(passphrase: "pw")
-                Issue.record("change \(index): opened")
-            } catch {
-                #expect(error.kind == .malformed, "change \(index): \(error)")
-            }
+            expectOpeningFails(envelope, with: .malformed, "change \(index)")
         }
     }
 }
@@ -126,12 +128,7 @@ struct ExchangeEnvelopeCostTests {
         #expect(try #require(parameters.memoryByteCount) <= ExchangeEnvelope.maxMemoryBytes)
         let envelope = try Self.envelope(n: 1 << 20, r: 1, p: 1 << 20)
         let started = ContinuousClock.now
-        do {
-            _ = try envelope.open(passphrase: "pw")
-            Issue.record("opened")
-        } catch {
-            #expect(error.kind == .malformed)
-        }
+        expectOpeningFails(envelope, with: .malformed)
         #expect(ContinuousClock.now - started < .seconds(1))
     }
 

@@ -7,6 +7,29 @@ import Glibc
 import LatchkeyStore
 import Testing
 
+/// Expects loading the key file at `path` to fail with `code` and a reason that
+/// says each of `phrases`.
+func expectLoadingFails(
+    at path: String,
+    _ code: StoreErrorCode,
+    saying phrases: String...,
+    sourceLocation: SourceLocation = #_sourceLocation
+) {
+    let error = #expect(throws: StoreError.self, sourceLocation: sourceLocation) {
+        try MasterKeyFile.loadOrCreate(at: path)
+    }
+    #expect(error?.code == code, sourceLocation: sourceLocation)
+    for phrase in phrases {
+        #expect(error?.reason.contains(phrase) == true, "\(phrase)", sourceLocation: sourceLocation)
+    }
+}
+
+/// Writes `bytes` as a key file at `path` with `mode`, as another program might have.
+func writeKeyFile(_ bytes: [UInt8], mode: mode_t, at path: String, sourceLocation: SourceLocation = #_sourceLocation) {
+    #expect(FileManager.default.createFile(atPath: path, contents: Data(bytes)), sourceLocation: sourceLocation)
+    chmod(path, mode)
+}
+
 @Suite("Master key file")
 struct MasterKeyFileTests {
     @Test("creates a 32-byte key with mode 0600 and loads the same key again")
@@ -36,8 +59,7 @@ struct MasterKeyFileTests {
         let directory = try TemporaryDirectory()
         let path = directory.file("master-key")
         let key = [UInt8](0..<32)
-        #expect(FileManager.default.createFile(atPath: path, contents: Data(key)))
-        chmod(path, 0o400)
+        writeKeyFile(key, mode: 0o400, at: path)
         #expect(try MasterKeyFile.loadOrCreate(at: path) == key)
     }
 
@@ -45,23 +67,16 @@ struct MasterKeyFileTests {
     func refusesLooseMode(mode: mode_t) throws {
         let directory = try TemporaryDirectory()
         let path = directory.file("master-key")
-        #expect(FileManager.default.createFile(atPath: path, contents: Data(repeating: 1, count: 32)))
-        chmod(path, mode)
-        let error = #expect(throws: StoreError.self) { try MasterKeyFile.loadOrCreate(at: path) }
-        #expect(error?.code == .corrupt)
-        #expect(error?.reason.contains("0600") == true)
-        #expect(error?.reason.contains(path) == true)
+        writeKeyFile([UInt8](repeating: 1, count: 32), mode: mode, at: path)
+        expectLoadingFails(at: path, .corrupt, saying: "0600", path)
     }
 
     @Test("refuses a key file that is not exactly 32 bytes", arguments: [0, 16, 31, 33, 64])
     func refusesWrongSize(size: Int) throws {
         let directory = try TemporaryDirectory()
         let path = directory.file("master-key")
-        #expect(FileManager.default.createFile(atPath: path, contents: Data(repeating: 1, count: size)))
-        chmod(path, 0o600)
-        let error = #expect(throws: StoreError.self) { try MasterKeyFile.loadOrCreate(at: path) }
-        #expect(error?.code == .corrupt)
-        #expect(error?.reason.contains("\(size) bytes") == true)
+        writeKeyFile([UInt8](repeating: 1, count: size), mode: 0o600, at: path)
+        expectLoadingFails(at: path, .corrupt, saying: "\(size) bytes")
     }
 
     @Test("refuses a directory in place of the key file")
@@ -69,19 +84,14 @@ struct MasterKeyFileTests {
         let directory = try TemporaryDirectory()
         let path = directory.file("master-key")
         mkdir(path, 0o700)
-        let error = #expect(throws: StoreError.self) { try MasterKeyFile.loadOrCreate(at: path) }
-        #expect(error?.code == .corrupt)
-        #expect(error?.reason.contains("regular file") == true)
+        expectLoadingFails(at: path, .corrupt, saying: "regular file")
     }
 
     @Test("reports a missing directory with the call, the path and errno")
     func missingDirectory() throws {
         let directory = try TemporaryDirectory()
         let path = directory.file("absent/master-key")
-        let error = #expect(throws: StoreError.self) { try MasterKeyFile.loadOrCreate(at: path) }
-        #expect(error?.code == .io)
-        #expect(error?.reason.contains("open(") == true)
-        #expect(error?.reason.contains("errno \(ENOENT)") == true)
+        expectLoadingFails(at: path, .io, saying: "open(", "errno \(ENOENT)")
     }
 
     @Test("processes racing to create the key all get the same key")

@@ -1,5 +1,6 @@
 // What the Swift test targets share for replaying fuzz inputs: the kept crashers a target
-// bundles as its `Crashers` resource, and a deterministic generator for sampled inputs.
+// bundles as its `Crashers` resource, a deterministic generator for sampled inputs, and
+// the replay of both through a fuzz driver that reports broken invariants.
 
 public import Foundation
 
@@ -45,4 +46,37 @@ public struct SplitMix64: RandomNumberGenerator {
         let count = Int(next() % limit)
         return (0..<count).map { _ in UInt8(truncatingIfNeeded: next()) }
     }
+}
+
+/// "name: violations" for each kept crasher of `bundle` that breaks an invariant of `driver`
+/// (a fuzz driver's `run`, which returns the invariants an input broke); empty when all hold.
+public func crashersBreakingInvariants(in bundle: Bundle, of driver: ([UInt8]) -> [String]) throws -> [String] {
+    try keptCrashers(in: bundle).compactMap { crasher in
+        let violations = driver(crasher.bytes)
+        return violations.isEmpty ? nil : "\(crasher.name): \(violations)"
+    }
+}
+
+/// "input: violations" for each of `count` generated inputs that breaks an invariant of
+/// `driver`; empty when all hold. Each input is fewer than `limit` random bytes from a
+/// `SplitMix64` seeded with `seed`; about half, chosen by the generator, go through `bias`
+/// first, to reach the deeper states a random input seldom does.
+public func generatedInputsBreakingInvariants(
+    seed: UInt64,
+    count: Int,
+    below limit: UInt64,
+    biasingHalf bias: ([UInt8]) -> [UInt8],
+    of driver: ([UInt8]) -> [String]
+) -> [String] {
+    var generator = SplitMix64(seed: seed)
+    var failures: [String] = []
+    for _ in 0..<count {
+        var input = generator.bytes(below: limit)
+        if generator.next() % 2 == 0 {
+            input = bias(input)
+        }
+        let violations = driver(input)
+        if !violations.isEmpty { failures.append("\(input): \(violations)") }
+    }
+    return failures
 }

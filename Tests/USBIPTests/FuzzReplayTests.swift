@@ -11,25 +11,21 @@ import Testing
 struct FuzzReplayTests {
     @Test("every kept crasher replays through the server connection without breaking an invariant")
     func crashers() throws {
-        for crasher in try keptCrashers(in: .module) {
-            let violations = USBIPFuzzDriver.run(crasher.bytes)
-            #expect(violations.isEmpty, "\(crasher.name): \(violations)")
-        }
+        #expect(try crashersBreakingInvariants(in: .module, of: USBIPFuzzDriver.run) == [])
+    }
+
+    /// What half the generated inputs become, to reach deep states: an import of "1-1"
+    /// first, then mostly structured commands and reports.
+    static func towardDeepStates(_ input: [UInt8]) -> [UInt8] {
+        [0x01] + input.map { $0 & 0x03 == 0 ? $0 | 0x01 : $0 }
     }
 
     @Test("generated inputs run without breaking an invariant")
     func generatedInputs() {
-        var generator = SplitMix64(seed: 0x0005_B1B1)
-        for _ in 0..<400 {
-            var input = generator.bytes(below: 1024)
-            // Bias half the inputs toward deep states: an import of "1-1" first, then mostly
-            // structured commands and reports.
-            if generator.next() % 2 == 0 {
-                input = [0x01] + input.map { $0 & 0x03 == 0 ? $0 | 0x01 : $0 }
-            }
-            let violations = USBIPFuzzDriver.run(input)
-            #expect(violations.isEmpty, "\(input): \(violations)")
-        }
+        let failures = generatedInputsBreakingInvariants(
+            seed: 0x0005_B1B1, count: 400, below: 1024, biasingHalf: Self.towardDeepStates, of: USBIPFuzzDriver.run
+        )
+        #expect(failures == [])
     }
 
     @Test(

@@ -29,29 +29,14 @@ from test_latchkeyctl import (
     Run,
     ctl,
     error,
-    latchkeyctl_path,
+    expect_not_found,
+    latchkeyctl_fixtures,
     run,
 )
 
 PIN_REFUSED = 3
 
-
-# The fixtures of test_latchkeyctl.py, defined again rather than imported (pytest
-# registers an imported fixture a second time). Run this suite and Tests/e2e as
-# directories: naming files of both in one pytest run lets the `daemon` of this
-# directory shadow Tests/e2e's, for test_latchkeyctl.py as much as for this file.
-@pytest.fixture(scope="session")
-def binary() -> str:
-    return latchkeyctl_path()
-
-
-@pytest.fixture
-def daemon(tmp_path):
-    fake = FakeDaemon(tmp_path)
-    try:
-        yield fake
-    finally:
-        fake.stop()
+binary, daemon = latchkeyctl_fixtures()
 
 PIN_DOC = {"set": True, "retries": 8, "maxRetries": 8, "blocked": False, "powerCycleRequired": False,
            "minPINLength": 4, "forcePINChange": False, "alwaysUv": False}
@@ -157,9 +142,7 @@ def test_pin_status_of_a_named_key_as_json(binary, daemon):
 
 
 def test_pin_status_of_a_missing_key_exits_4(binary, daemon):
-    daemon.route("GET", "/v1/keys/nope/pin", error(404, "not_found", "no key named nope"))
-    result = ctl(binary, daemon, "pin", "status", "nope")
-    assert result.code == NOT_FOUND and "no key named nope" in result.err
+    expect_not_found(binary, daemon, "GET", "/v1/keys/nope/pin", "no key named nope", "pin", "status", "nope")
 
 
 # --------------------------------------------------------------------------
@@ -336,10 +319,9 @@ def test_update_user_accepts_standard_base64(binary, daemon):
 
 
 def test_update_user_of_a_missing_credential_exits_4(binary, daemon):
-    daemon.route("PUT", "/v1/keys/default/credentials/AAAA/user",
-                 error(404, "not_found", "key default: no stored credential has this ID"))
-    result = ctl(binary, daemon, "credentials", "update-user", "default", "AAAA", "--name", "x")
-    assert result.code == NOT_FOUND and "no stored credential" in result.err
+    expect_not_found(binary, daemon, "PUT", "/v1/keys/default/credentials/AAAA/user",
+                     "key default: no stored credential has this ID",
+                     "credentials", "update-user", "default", "AAAA", "--name", "x")
 
 
 @pytest.mark.parametrize("args", [["default", "AAAA"], ["default"], ["default", "==", "--name", "x"]],

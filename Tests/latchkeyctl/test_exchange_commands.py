@@ -20,12 +20,14 @@ from test_latchkeyctl import (
     OK,
     REFUSED,
     USAGE,
-    FakeDaemon,
     Reply,
+    Run,
     ctl,
     error,
-    latchkeyctl_path,
+    latchkeyctl_fixtures,
 )
+
+binary, daemon = latchkeyctl_fixtures()
 
 PASSPHRASE = "tr0ub4dor &3"
 ENVELOPE = {
@@ -43,18 +45,6 @@ SKIPPED = {"imported": [], "skipped": [{"location": "accounts[0].items[0].creden
                                         "reason": "the key has a credential with this ID already"}]}
 
 
-@pytest.fixture(scope="session")
-def binary() -> str:
-    return latchkeyctl_path()
-
-
-@pytest.fixture
-def daemon(tmp_path):
-    fake = FakeDaemon(tmp_path)
-    try:
-        yield fake
-    finally:
-        fake.stop()
 
 
 # --------------------------------------------------------------------------
@@ -71,13 +61,21 @@ def test_signal_unknown_credential_sends_the_webauthn_members(binary, daemon):
     assert "deleted" in result.out and CREDENTIAL["id"] in result.out
 
 
-def test_signal_accepted_credentials_repeats_the_id_option(binary, daemon):
+def signal_accepted_credentials(binary, daemon, user_id: str, *credential_ids: str) -> Run:
+    """`signal accepted-credentials` at example.com, one --credential-id a given ID, that
+    changes nothing; checks that the body sent carries the IDs as given."""
     daemon.route("POST", "/v1/keys/default/signals/accepted-credentials", Reply(200, {"deleted": [], "updated": []}))
-    result = ctl(binary, daemon, "signal", "accepted-credentials", "--rp-id", "example.com", "--user-id", "dXNlcg",
-                 "--credential-id", "AAEC", "--credential-id", "AwQF")
+    options = [word for id in credential_ids for word in ("--credential-id", id)]
+    result = ctl(binary, daemon, "signal", "accepted-credentials", "--rp-id", "example.com", "--user-id", user_id,
+                 *options)
     assert result.code == OK, result.err
-    assert daemon.only().json() == {"rpId": "example.com", "userId": "dXNlcg",
-                                    "allAcceptedCredentialIds": ["AAEC", "AwQF"]}
+    assert daemon.only().json() == {"rpId": "example.com", "userId": user_id,
+                                    "allAcceptedCredentialIds": list(credential_ids)}
+    return result
+
+
+def test_signal_accepted_credentials_repeats_the_id_option(binary, daemon):
+    result = signal_accepted_credentials(binary, daemon, "dXNlcg", "AAEC", "AwQF")
     assert result.out.strip() == "Nothing changed."
 
 
@@ -247,9 +245,4 @@ def test_import_of_an_encrypted_file_without_a_terminal_needs_passphrase_stdin(b
 
 def test_signal_ids_may_begin_with_a_dash(binary, daemon):
     """base64url uses "-": an ID like "-Zm9v" is a value, not an option."""
-    daemon.route("POST", "/v1/keys/default/signals/accepted-credentials", Reply(200, {"deleted": [], "updated": []}))
-    result = ctl(binary, daemon, "signal", "accepted-credentials", "--rp-id", "example.com", "--user-id", "-dXNl",
-                 "--credential-id", "-AEC", "--credential-id", "AwQF")
-    assert result.code == OK, result.err
-    assert daemon.only().json() == {"rpId": "example.com", "userId": "-dXNl",
-                                    "allAcceptedCredentialIds": ["-AEC", "AwQF"]}
+    signal_accepted_credentials(binary, daemon, "-dXNl", "-AEC", "AwQF")

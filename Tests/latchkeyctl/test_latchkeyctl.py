@@ -39,11 +39,6 @@ OK, REFUSED, NOT_FOUND, USAGE, UNAVAILABLE, PROTOCOL = 0, 1, 4, 64, 69, 70
 # The binary
 
 
-@pytest.fixture(scope="session")
-def binary() -> str:
-    return latchkeyctl_path()
-
-
 def latchkeyctl_path() -> str:
     """$LATCHKEYCTL, or the debug build; fails the session when it is not there."""
     path = pathlib.Path(os.environ.get("LATCHKEYCTL", ".build/debug/latchkeyctl"))
@@ -188,15 +183,6 @@ class FakeDaemon:
         return self.requests[0]
 
 
-@pytest.fixture
-def daemon(tmp_path: pathlib.Path):
-    fake = FakeDaemon(tmp_path)
-    try:
-        yield fake
-    finally:
-        fake.stop()
-
-
 @dataclasses.dataclass
 class Run:
     code: int
@@ -218,8 +204,43 @@ def run(binary: str, *args: str, socket_path: str | None = None, env: dict[str, 
     return Run(proc.returncode, proc.stdout, proc.stderr)
 
 
+def latchkeyctl_fixtures():
+    """The `binary` and `daemon` fixtures, for each file of this suite to define as
+    `binary, daemon = latchkeyctl_fixtures()`. Not a conftest.py: when this suite and
+    Tests/e2e run in one pytest, Tests/e2e/pytest.ini makes that directory the rootdir,
+    a conftest.py here goes unread, and Tests/e2e's `daemon` (a real latchkeyd) would
+    take these tests. Each call makes new fixture functions, so no file registers
+    another file's fixture a second time."""
+
+    @pytest.fixture(scope="session")
+    def binary() -> str:
+        return latchkeyctl_path()
+
+    @pytest.fixture
+    def daemon(tmp_path: pathlib.Path):
+        fake = FakeDaemon(tmp_path)
+        try:
+            yield fake
+        finally:
+            fake.stop()
+
+    return binary, daemon
+
+
+binary, daemon = latchkeyctl_fixtures()
+
+
 def ctl(binary: str, daemon: FakeDaemon, *args: str, **kwargs: Any) -> Run:
     return run(binary, *args, socket_path=daemon.path, **kwargs)
+
+
+def expect_not_found(binary: str, daemon: FakeDaemon, method: str, path: str, message: str, *args: str) -> None:
+    """The daemon answers METHOD PATH with a 404 saying MESSAGE: `latchkeyctl ARGS` exits 4
+    and prints the message."""
+    daemon.route(method, path, error(404, "not_found", message))
+    result = ctl(binary, daemon, *args)
+    assert result.code == NOT_FOUND, result.err
+    assert message in result.err, result.err
 
 
 # --------------------------------------------------------------------------
@@ -366,10 +387,7 @@ def test_a_key_name_outside_the_grammar_is_refused_before_connecting(binary, dae
 
 
 def test_keys_show_missing_key_exits_4(binary, daemon):
-    daemon.route("GET", "/v1/keys/nope", error(404, "not_found", 'no key named "nope"'))
-    result = ctl(binary, daemon, "keys", "show", "nope")
-    assert result.code == NOT_FOUND
-    assert 'no key named "nope"' in result.err
+    expect_not_found(binary, daemon, "GET", "/v1/keys/nope", 'no key named "nope"', "keys", "show", "nope")
 
 
 def test_keys_delete(binary, daemon):
@@ -447,10 +465,8 @@ def test_credentials_delete_accepts_standard_base64(binary, daemon):
 
 
 def test_credentials_delete_missing_exits_4(binary, daemon):
-    daemon.route("DELETE", "/v1/keys/default/credentials/AAAA", error(404, "not_found", "no such credential"))
-    result = ctl(binary, daemon, "credentials", "delete", "AAAA")
-    assert result.code == NOT_FOUND
-    assert "no such credential" in result.err
+    expect_not_found(binary, daemon, "DELETE", "/v1/keys/default/credentials/AAAA", "no such credential",
+                     "credentials", "delete", "AAAA")
 
 
 # --------------------------------------------------------------------------
@@ -572,10 +588,8 @@ def test_decide_with_nothing_pending_exits_4(binary, daemon, verb):
 
 
 def test_approve_unknown_id_exits_4(binary, daemon):
-    daemon.route("POST", "/v1/presence/pending/p-1/approve", error(404, "not_found", "no pending request p-1"))
-    result = ctl(binary, daemon, "approve", "p-1")
-    assert result.code == NOT_FOUND
-    assert "no pending request p-1" in result.err
+    expect_not_found(binary, daemon, "POST", "/v1/presence/pending/p-1/approve", "no pending request p-1",
+                     "approve", "p-1")
 
 
 @pytest.mark.parametrize("command", [["approve"], ["deny"], ["pending"]])

@@ -14,7 +14,9 @@ import threading
 import pytest
 
 from test_administration import drain, read_until
-from test_latchkeyctl import OK, USAGE, FakeDaemon, Reply, ctl, error, latchkeyctl_path
+from test_latchkeyctl import OK, USAGE, FakeDaemon, Reply, ctl, error, latchkeyctl_fixtures
+
+binary, daemon = latchkeyctl_fixtures()
 
 REQUEST_1 = {"id": "p-7", "key": "default", "operation": "makeCredential", "rpId": "example.com",
              "userName": "alice", "ageMs": 100, "expiresInMs": 29900}
@@ -24,18 +26,6 @@ REQUEST_3 = {"id": "p-9", "key": "default", "operation": "makeCredential", "rpId
              "userName": "bob", "ageMs": 100, "expiresInMs": 900}
 
 
-@pytest.fixture(scope="session")
-def binary() -> str:
-    return latchkeyctl_path()
-
-
-@pytest.fixture
-def daemon(tmp_path):
-    fake = FakeDaemon(tmp_path)
-    try:
-        yield fake
-    finally:
-        fake.stop()
 
 
 class Board:
@@ -99,6 +89,14 @@ class Watching:
     def type(self, text: str) -> None:
         os.write(self.master, text.encode())
 
+    def __enter__(self) -> Watching:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        """Ends a watch the test left running (it failed before finish())."""
+        if self.proc.poll() is None:
+            self.finish(1)
+
     def finish(self, timeout: float = 10) -> int:
         try:
             code = self.proc.wait(timeout)
@@ -114,8 +112,7 @@ class Watching:
 def test_watch_prompts_for_each_request_and_answers_it(binary, daemon):
     board = Board(daemon)
     board.add(REQUEST_1)
-    watch = Watching(binary, daemon)
-    try:
+    with Watching(binary, daemon) as watch:
         shown = watch.expect("Allow? [y/n] ")
         for field in ("p-7", '"default"', "makeCredential", "rp:   example.com", "user: alice"):
             assert field in shown, shown
@@ -144,38 +141,27 @@ def test_watch_prompts_for_each_request_and_answers_it(binary, daemon):
 
         watch.type("\x04")  # Ctrl-D at the start of a line: end of input
         assert watch.finish() == OK
-    finally:
-        if watch.proc.poll() is None:
-            watch.finish(1)
 
 
 def test_watch_ends_cleanly_on_ctrl_c(binary, daemon):
     board = Board(daemon)
     board.add(REQUEST_1)
-    watch = Watching(binary, daemon, "--key", "default")
-    try:
+    with Watching(binary, daemon, "--key", "default") as watch:
         watch.expect("Allow? [y/n] ")
         watch.type("\x03")
         assert watch.finish() == OK
         assert not [r for r in daemon.requests if r.method == "POST"], "Ctrl-C answered nothing"
-    finally:
-        if watch.proc.poll() is None:
-            watch.finish(1)
 
 
 def test_watch_key_filter(binary, daemon):
     board = Board(daemon)
     board.add(REQUEST_2)
     board.add(REQUEST_1)
-    watch = Watching(binary, daemon, "--key", "default")
-    try:
+    with Watching(binary, daemon, "--key", "default") as watch:
         shown = watch.expect("Allow? [y/n] ")
         assert "p-7" in shown and "p-8" not in shown
         watch.type("\x04")
         assert watch.finish() == OK
-    finally:
-        if watch.proc.poll() is None:
-            watch.finish(1)
 
 
 def test_watch_without_a_terminal_is_a_usage_error(binary, daemon):

@@ -244,11 +244,32 @@ public struct ConfigDocument: Codable, Sendable, Equatable {
     public var minPinLengthRPIDs: [String]?
 }
 
+extension ConfigDocument {
+    /// The settings part of the key's PIN status.
+    init(_ status: PINStatus) {
+        self.init(
+            alwaysUv: status.alwaysUv,
+            minPINLength: status.minPINLength,
+            forcePINChange: status.forcePINChange,
+            minPinLengthRPIDs: status.minPinLengthRPIDs
+        )
+    }
+}
+
 /// GET /v1/keys/{name}/large-blobs
 public struct LargeBlobsDocument: Codable, Sendable, Equatable {
     /// Bytes the serialized large-blob array takes (17 when empty).
     public var serializedSize: Int
     public var maxSerializedLargeBlobArray: Int
+}
+
+extension LargeBlobsDocument {
+    init(_ status: LargeBlobStatus) {
+        self.init(
+            serializedSize: status.serializedSize,
+            maxSerializedLargeBlobArray: status.maxSerializedLargeBlobArray
+        )
+    }
 }
 
 /// POST /v1/presence/pending/{id}/approve|deny

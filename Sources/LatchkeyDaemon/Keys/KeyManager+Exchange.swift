@@ -18,47 +18,65 @@ extension KeyManager {
     func signalAcceptedCredentials(_ name: KeyName, _ signal: AcceptedCredentialsSignal) async throws(ControlError)
         -> SignalDocument
     {
-        let key = try managed(name).key
-        let userId = try Self.bytes(signal.userId, "userId")
-        var accepted: [[UInt8]] = []
-        for id in signal.allAcceptedCredentialIds { accepted.append(try Self.bytes(id, "allAcceptedCredentialIds")) }
-        let outcome = try await administering(name) { () throws(AdministrationError) in
-            try await key.authenticator.signalAcceptedCredentials(
-                rpId: signal.rpId,
-                userHandle: userId,
-                acceptedCredentialIds: accepted
-            )
+        try await applySignal(name, "accepted-credentials") { () throws(ControlError) in
+            let userId = try Self.bytes(signal.userId, "userId")
+            var accepted: [[UInt8]] = []
+            for id in signal.allAcceptedCredentialIds {
+                accepted.append(try Self.bytes(id, "allAcceptedCredentialIds"))
+            }
+            return { authenticator throws(AdministrationError) in
+                try await authenticator.signalAcceptedCredentials(
+                    rpId: signal.rpId,
+                    userHandle: userId,
+                    acceptedCredentialIds: accepted
+                )
+            }
         }
-        Self.log(key, "accepted-credentials", outcome)
-        return SignalDocument(outcome)
     }
 
     func signalCurrentUserDetails(_ name: KeyName, _ signal: CurrentUserDetailsSignal) async throws(ControlError)
         -> SignalDocument
     {
-        let key = try managed(name).key
-        let userId = try Self.bytes(signal.userId, "userId")
-        let outcome = try await administering(name) { () throws(AdministrationError) in
-            try await key.authenticator.signalCurrentUserDetails(
-                rpId: signal.rpId,
-                userHandle: userId,
-                name: signal.name,
-                displayName: signal.displayName
-            )
+        try await applySignal(name, "current-user-details") { () throws(ControlError) in
+            let userId = try Self.bytes(signal.userId, "userId")
+            return { authenticator throws(AdministrationError) in
+                try await authenticator.signalCurrentUserDetails(
+                    rpId: signal.rpId,
+                    userHandle: userId,
+                    name: signal.name,
+                    displayName: signal.displayName
+                )
+            }
         }
-        Self.log(key, "current-user-details", outcome)
-        return SignalDocument(outcome)
     }
 
     func signalUnknownCredential(_ name: KeyName, _ signal: UnknownCredentialSignal) async throws(ControlError)
         -> SignalDocument
     {
-        let key = try managed(name).key
-        let credentialId = try Self.bytes(signal.credentialId, "credentialId")
-        let outcome = try await administering(name) { () throws(AdministrationError) in
-            try await key.authenticator.signalUnknownCredential(rpId: signal.rpId, credentialId: credentialId)
+        try await applySignal(name, "unknown-credential") { () throws(ControlError) in
+            let credentialId = try Self.bytes(signal.credentialId, "credentialId")
+            return { authenticator throws(AdministrationError) in
+                try await authenticator.signalUnknownCredential(rpId: signal.rpId, credentialId: credentialId)
+            }
         }
-        Self.log(key, "unknown-credential", outcome)
+    }
+
+    /// What a signal does to a key's engine.
+    private typealias SignalWork = (Authenticator) async throws(AdministrationError) -> Authenticator.SignalOutcome
+
+    /// Finds the key, then reads the request's IDs (`prepare`: a key that does not exist is a 404
+    /// before a malformed ID is a 400), runs the signal on the engine, logs and answers what changed.
+    private func applySignal(
+        _ name: KeyName,
+        _ signal: String,
+        prepare: () throws(ControlError) -> SignalWork
+    ) async throws(ControlError) -> SignalDocument {
+        let key = try managed(name).key
+        let work = try prepare()
+        let outcome = try await administering(name) { () throws(AdministrationError) in
+            try await work(key.authenticator)
+        }
+        Self.log(key, signal, outcome)
         return SignalDocument(outcome)
     }
 

@@ -315,15 +315,9 @@ actor KeyManager {
 
     func configuration(_ name: KeyName) async throws(ControlError) -> ConfigDocument {
         let managed = try managed(name)
-        let status = try await administering(name) { () throws(AdministrationError) in
-            try await managed.key.authenticator.pinStatus()
+        return try await administering(name) { () throws(AdministrationError) in
+            ConfigDocument(try await managed.key.authenticator.pinStatus())
         }
-        return ConfigDocument(
-            alwaysUv: status.alwaysUv,
-            minPINLength: status.minPINLength,
-            forcePINChange: status.forcePINChange,
-            minPinLengthRPIDs: status.minPinLengthRPIDs
-        )
     }
 
     /// Applies the minimum PIN length (with the forced change and the RP
@@ -376,13 +370,9 @@ actor KeyManager {
 
     func largeBlobs(_ name: KeyName) async throws(ControlError) -> LargeBlobsDocument {
         let managed = try managed(name)
-        let status = try await administering(name) { () throws(AdministrationError) in
-            try await managed.key.authenticator.largeBlobStatus()
+        return try await administering(name) { () throws(AdministrationError) in
+            LargeBlobsDocument(try await managed.key.authenticator.largeBlobStatus())
         }
-        return LargeBlobsDocument(
-            serializedSize: status.serializedSize,
-            maxSerializedLargeBlobArray: status.maxSerializedLargeBlobArray
-        )
     }
 
     func administering<T>(
