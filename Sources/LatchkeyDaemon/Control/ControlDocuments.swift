@@ -48,6 +48,8 @@ public struct KeyOptionsDocument: Codable, Sendable, Equatable {
     public var hasCredBlob: Bool
     public var hasMinPinLength: Bool
     public var hasPrf: Bool
+    /// The credential algorithms offered, in preference order (IANA names).
+    public var algorithms: [String]
 
     init(_ key: KeyConfiguration, presence: PresenceBroker) {
         `protocol` = key.protocolMode.rawValue
@@ -58,6 +60,7 @@ public struct KeyOptionsDocument: Codable, Sendable, Equatable {
         hasCredBlob = key.credBlob
         hasMinPinLength = key.minPinLength
         hasPrf = key.prf
+        algorithms = key.algorithms.map(\.name)
     }
 }
 
@@ -97,6 +100,9 @@ public struct CreateKeyRequest: Codable, Sendable {
     public var hasCredBlob: Bool?
     public var hasMinPinLength: Bool?
     public var hasPrf: Bool?
+    /// The credential algorithms to offer, in preference order: IANA names
+    /// ("ES256", "RS256", ...); left out, all of them in the default order.
+    public var algorithms: [String]?
 
     public init(name: String) { self.name = name }
 
