@@ -53,7 +53,7 @@ KEY = "default"
 # advertise in getInfo (or a check that only runs on keys with that feature). A skip with
 # any other reason fails the run.
 EXPLAINED_SKIPS = [
-    (r"Algorithm \w+ not supported", "getInfo algorithms lists ES256 and EdDSA only"),
+    (r"Algorithm MLDSA\d+ not supported", "no ML-DSA: getInfo algorithms lists the ECDSA, EdDSA and RSA ones"),
     (r"BioEnrollment not supported by authenticator", "no bioEnroll option: no fingerprint sensor"),
     (r"Enterprise Attestation not supported", "no ep option: enterprise attestation is not offered"),
     (r"thirdPartyPayment not supported by authenticator", "the thirdPartyPayment extension is not offered"),

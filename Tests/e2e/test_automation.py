@@ -86,7 +86,9 @@ def test_default_key_options(control, make_key):
     doc = make_key()
     assert doc["options"] == {
         "protocol": "ctap2.1", "hasResidentKey": True, "hasUserVerification": False, "isUserVerified": False,
-        "hasLargeBlob": True, "hasCredBlob": True, "hasMinPinLength": True, "hasPrf": True}
+        "hasLargeBlob": True, "hasCredBlob": True, "hasMinPinLength": True, "hasPrf": True,
+        "algorithms": ["ES256", "EdDSA", "ES384", "RS256", "ES512", "PS256", "ES256K", "ESP256", "ESP384", "ESP512",
+                       "Ed25519"]}
 
 
 def test_key_option_errors(control):
@@ -529,7 +531,9 @@ def test_latchkeyctl_creates_keys_with_options(latchkeyctl, control):
         assert made.returncode == 0, made.stderr
         assert json.loads(made.stdout)["options"] == {
             "protocol": "u2f-only", "hasResidentKey": False, "hasUserVerification": True, "isUserVerified": True,
-            "hasLargeBlob": True, "hasCredBlob": True, "hasMinPinLength": True, "hasPrf": False}
+            "hasLargeBlob": True, "hasCredBlob": True, "hasMinPinLength": True, "hasPrf": False,
+            "algorithms": ["ES256", "EdDSA", "ES384", "RS256", "ES512", "PS256", "ES256K", "ESP256", "ESP384",
+                           "ESP512", "Ed25519"]}
         turned = latchkeyctl("keys", "user-verified", name, "off")
         assert turned.returncode == 0 and "fails" in turned.stdout, turned
         assert control.get(f"/v1/keys/{name}/user-verified") == {"isUserVerified": False}
