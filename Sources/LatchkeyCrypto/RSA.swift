@@ -10,7 +10,7 @@
 // e is 65537 and d, the CRT exponents and coefficient follow (d modulo
 // lcm(p-1, q-1), as FIPS 186-5 A.1.1 asks). The same seed always gives the
 // same key, so a non-discoverable credential ID carries 32 bytes, like the
-// other algorithms'. A derivation costs tens of milliseconds.
+// other algorithms'. A derivation costs about 0.15 s on a loaded machine.
 
 import COpenSSL
 
