@@ -142,7 +142,7 @@ extension Authenticator {
             let credential = StoredCredential(
                 id: credentialId, rpId: request.rp.id, rpIdHash: rpIdHash, rpName: request.rp.name,
                 userId: request.user.id, userName: request.user.name, userDisplayName: request.user.displayName,
-                algorithm: algorithm.rawValue, privateKey: privateKey.rawRepresentation,
+                algorithm: algorithm.rawValue, privateKey: privateKey.storedRepresentation,
                 credProtect: credProtect.rawValue,
                 credRandom: extensions.hmacSecret ? entropy.bytes(count: 64) : nil,
                 credBlob: credBlob, largeBlobKey: largeBlobKey, thirdPartyPayment: extensions.thirdPartyPayment

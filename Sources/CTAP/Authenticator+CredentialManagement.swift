@@ -117,7 +117,7 @@ extension Authenticator {
         let credential = remaining.removeFirst()
         if !remaining.isEmpty { conversations[origin].enumeration = .credentials(remaining) }
         guard let algorithm = COSEAlgorithm(rawValue: credential.algorithm),
-            let key = try? CredentialPrivateKey(algorithm: algorithm, rawRepresentation: credential.privateKey)
+            let key = try? CredentialPrivateKey(algorithm: algorithm, storedRepresentation: credential.privateKey)
         else {
             diagnostics?("stored credential has an unusable key")
             throw .other

@@ -15,7 +15,7 @@ public struct ImportedCredential: Sendable {
     public var userId: [UInt8]
     public var userName: String?
     public var userDisplayName: String?
-    /// The private key as PKCS#8 DER (P-256 or Ed25519).
+    /// The private key as PKCS#8 DER (P-256, P-384, P-521, secp256k1, Ed25519 or RSA).
     public var privateKeyPKCS8: [UInt8]
     /// The counter the credential has reached: its next assertion signs a
     /// larger value. 0 for a fresh one (CXF imports start there).
@@ -93,10 +93,20 @@ extension Authenticator {
         do {
             privateKey = try CredentialPrivateKey(pkcs8: imported.privateKeyPKCS8)
         } catch {
-            throw AdministrationError(.invalidParameter, "the private key is not P-256 or Ed25519 PKCS#8: \(error)")
+            throw AdministrationError(
+                .invalidParameter,
+                "the private key is not PKCS#8 of P-256, P-384, P-521, secp256k1, Ed25519 or RSA: \(error)"
+            )
         }
         guard configuration.algorithms.contains(privateKey.algorithm) else {
             throw AdministrationError(.invalidParameter, "this key does not offer \(privateKey.algorithm)")
+        }
+        // A wrapped ID carries a 32-byte seed (CredentialWrapper): an
+        // imported P-384, P-521, secp256k1 or RSA key has none.
+        guard imported.discoverable || privateKey.seed != nil else {
+            throw AdministrationError(
+                .invalidParameter, "an imported \(privateKey.algorithm.name) key can only be a discoverable credential"
+            )
         }
         guard !imported.id.isEmpty, imported.id.count <= Self.maxCredentialIdLength else {
             throw AdministrationError(.invalidParameter, "a credential ID is 1 to \(Self.maxCredentialIdLength) bytes")
@@ -156,7 +166,7 @@ extension Authenticator {
             let credential = StoredCredential(
                 id: imported.id, rpId: imported.rpId, rpIdHash: rpIdHash, rpName: imported.rpName,
                 userId: imported.userId, userName: imported.userName, userDisplayName: imported.userDisplayName,
-                algorithm: privateKey.algorithm.rawValue, privateKey: privateKey.rawRepresentation,
+                algorithm: privateKey.algorithm.rawValue, privateKey: privateKey.storedRepresentation,
                 credProtect: imported.credProtect, credRandom: imported.credRandom, credBlob: imported.credBlob,
                 largeBlobKey: imported.largeBlobKey
             )
@@ -180,7 +190,7 @@ extension Authenticator {
                 try store.credential(id: credentialId)
             }) else { throw .noCredentials }
             guard let algorithm = COSEAlgorithm(rawValue: stored.algorithm),
-                let key = try? CredentialPrivateKey(algorithm: algorithm, rawRepresentation: stored.privateKey)
+                let key = try? CredentialPrivateKey(algorithm: algorithm, storedRepresentation: stored.privateKey)
             else { throw .other }
             return key.pkcs8Representation
         }

@@ -24,7 +24,7 @@ public struct PasskeyImport: Sendable {
     public var userHandle: [UInt8]
     public var userName: String?
     public var userDisplayName: String?
-    /// PKCS#8 PrivateKeyInfo DER of a P-256 or Ed25519 key.
+    /// PKCS#8 PrivateKeyInfo DER of a P-256, P-384, P-521, secp256k1, Ed25519 or RSA key.
     public var pkcs8: [UInt8]
     /// hmac-secret's CredRandom: with UV (32 bytes) then without (32 bytes).
     public var credRandom: [UInt8]?

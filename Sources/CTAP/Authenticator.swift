@@ -69,7 +69,7 @@ public struct AuthenticatorConfiguration: Sendable {
         aaguid: [UInt8],
         attestation: AttestationMode = .batch,
         attestationIdentity: AttestationIdentity? = nil,
-        algorithms: [COSEAlgorithm] = [.es256, .edDSA],
+        algorithms: [COSEAlgorithm] = COSEAlgorithm.defaultOrder,
         maxDiscoverableCredentials: Int = 1000,
         maxCredentialCountInList: Int = 16,
         resetWindowMilliseconds: UInt64 = 10_000,
@@ -356,11 +356,11 @@ public actor Authenticator {
                 try store.credential(id: id)
             }), stored.rpIdHash == rpIdHash
         else { return nil }
-        if let key = cached?.credential.privateKey, key.rawRepresentation == stored.privateKey {
+        if let key = cached?.credential.privateKey, key.storedRepresentation == stored.privateKey {
             return FoundCredential(id: id, privateKey: key, stored: stored)
         }
         guard let algorithm = COSEAlgorithm(rawValue: stored.algorithm),
-            let key = try? CredentialPrivateKey(algorithm: algorithm, rawRepresentation: stored.privateKey)
+            let key = try? CredentialPrivateKey(algorithm: algorithm, storedRepresentation: stored.privateKey)
         else {
             diagnostics?("stored credential has an unusable key")
             throw .other

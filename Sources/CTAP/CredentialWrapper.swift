@@ -16,6 +16,12 @@
 // and credBlob rides at the end. Version 1
 // IDs, issued before extensions existed, are still accepted.
 //
+// `key` is the 32-byte seed of the credential's key (`CredentialPrivateKey`):
+// the P-256 scalar or Ed25519 seed itself, or what the P-384, P-521,
+// secp256k1 or RSA-2048 key is derived from, so every algorithm fits the
+// same layout and RS256 and PS256 credentials can be non-discoverable
+// without the key store. `alg` is one byte per algorithm (`algorithmTags`).
+//
 // hmac-secret's CredRandom for these credentials is derived, not stored:
 // HMAC-SHA-256 under a key derived from the wrapping secret, over the
 // private key and whether the user was verified (two independent values, as
@@ -60,6 +66,11 @@ public struct CredentialWrapper: Sendable {
     /// The ID lengths this wrapper issues and opens.
     public static let credentialIdLengths = 63...(64 + maxCredBlobLength)
     static let domain = Array("latchkey/wrapped-credential/v1".utf8)
+    /// The `alg` byte of each algorithm; a released value never changes.
+    static let algorithmTags: [(tag: UInt8, algorithm: COSEAlgorithm)] = [
+        (1, .es256), (2, .edDSA), (3, .es384), (4, .es512), (5, .ps256), (6, .rs256), (7, .es256K),
+        (8, .esp256), (9, .esp384), (10, .esp512), (11, .ed25519),
+    ]
     static let credRandomInfo = Array("latchkey/cred-random/v1".utf8)
 
     private let key: [UInt8]
@@ -75,6 +86,8 @@ public struct CredentialWrapper: Sendable {
     }
 
     /// A credential ID that only this key can open, and only for `rpIdHash`.
+    /// Throws `.invalidKey` for a key without a seed (an imported key of an
+    /// algorithm whose key is derived from one).
     public func wrap(
         _ credential: WrappedCredential,
         rpIdHash: [UInt8],
@@ -83,9 +96,13 @@ public struct CredentialWrapper: Sendable {
         let credBlob = credential.credBlob ?? []
         precondition(credBlob.count <= Self.maxCredBlobLength, "a wrapped credBlob has at most 32 bytes")
         let nonce = entropy.bytes(count: Self.nonceLength)
-        let tag: UInt8 = credential.privateKey.algorithm == .es256 ? 1 : 2
+        guard let seed = credential.privateKey.seed,
+            let tag = Self.algorithmTags.first(where: { $0.algorithm == credential.privateKey.algorithm })?.tag
+        else {
+            throw CryptoError(.invalidKey, "a \(credential.privateKey.algorithm.name) key without a seed cannot be wrapped")
+        }
         let flags: UInt8 = (credential.hmacSecret ? 0x01 : 0x00) | (credential.thirdPartyPayment ? 0x02 : 0x00)
-        let plaintext = [tag, credential.credProtect, flags] + credential.privateKey.rawRepresentation + credBlob
+        let plaintext = [tag, credential.credProtect, flags] + seed + credBlob
         let sealed = try AES256GCM.seal(plaintext, key: key, nonce: nonce, authenticating: Self.domain + rpIdHash)
         return [Self.version2] + nonce + sealed
     }
@@ -104,17 +121,9 @@ public struct CredentialWrapper: Sendable {
         let headerLength = version == Self.version1 ? 2 : 3
         guard plaintext.count >= headerLength + Self.keyLength else { return nil }
         if version == Self.version1, plaintext.count != headerLength + Self.keyLength { return nil }
-        let algorithm: COSEAlgorithm
-        switch plaintext[0] {
-        case 1: algorithm = .es256
-        case 2: algorithm = .edDSA
-        default: return nil
-        }
+        guard let algorithm = Self.algorithmTags.first(where: { $0.tag == plaintext[0] })?.algorithm else { return nil }
         let keyEnd = headerLength + Self.keyLength
-        guard
-            let key = try? CredentialPrivateKey(
-                algorithm: algorithm, rawRepresentation: Array(plaintext[headerLength..<keyEnd])
-            )
+        guard let key = try? CredentialPrivateKey(algorithm: algorithm, seed: Array(plaintext[headerLength..<keyEnd]))
         else { return nil }
         let flags = version == Self.version1 ? 0 : plaintext[2]
         let credBlob = Array(plaintext[keyEnd...])
@@ -125,10 +134,12 @@ public struct CredentialWrapper: Sendable {
     }
 
     /// hmac-secret's CredRandom for a wrapped credential: one value with user
-    /// verification and an independent one without (CTAP 2.1 §12.5).
+    /// verification and an independent one without (CTAP 2.1 §12.5). Over
+    /// the key's seed, which every wrapped key has (for ES256 and EdDSA the
+    /// raw key, as before the other algorithms).
     public func credRandom(for privateKey: CredentialPrivateKey, userVerified: Bool) -> [UInt8] {
         HMACSHA256.authenticationCode(
-            key: credRandomKey, message: [userVerified ? 1 : 0] + privateKey.rawRepresentation
+            key: credRandomKey, message: [userVerified ? 1 : 0] + (privateKey.seed ?? privateKey.pkcs8Representation)
         )
     }
 }

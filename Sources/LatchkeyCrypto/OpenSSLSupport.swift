@@ -154,6 +154,14 @@ enum OSSLName {
     static let publicX: StaticString = "qx"
     static let publicY: StaticString = "qy"
     static let prime256v1: StaticString = "prime256v1"
+    static let rsaModulus: StaticString = "n"
+    static let rsaExponent: StaticString = "e"
+    static let rsaPrivateExponent: StaticString = "d"
+    static let rsaFactor1: StaticString = "rsa-factor1"
+    static let rsaFactor2: StaticString = "rsa-factor2"
+    static let rsaExponent1: StaticString = "rsa-exponent1"
+    static let rsaExponent2: StaticString = "rsa-exponent2"
+    static let rsaCoefficient1: StaticString = "rsa-coefficient1"
 }
 
 /// The C string of a static string; valid for the life of the process.
@@ -229,10 +237,16 @@ extension EVPKey {
     ///
     /// `digest` is the hash the signature scheme applies first (SHA-256 for
     /// ECDSA), or nil for a scheme that hashes internally (pure Ed25519).
-    func sign(_ message: [UInt8], digest: OpaquePointer?) throws(CryptoError) -> [UInt8] {
+    /// With `pss`, an RSA key signs RSASSA-PSS with MGF1 over `digest` and a
+    /// salt as long as the digest (RFC 8230 §2); otherwise RSA signs PKCS#1 v1.5.
+    func sign(_ message: [UInt8], digest: OpaquePointer?, pss: Bool = false) throws(CryptoError) -> [UInt8] {
         let context = try OpenSSLObject(EVP_MD_CTX_new(), freedBy: EVP_MD_CTX_free, creator: "EVP_MD_CTX_new")
-        guard EVP_DigestSignInit(context.pointer, nil, digest, nil, pointer) == 1 else {
+        var keyContext: OpaquePointer?
+        guard EVP_DigestSignInit(context.pointer, &keyContext, digest, nil, pointer) == 1 else {
             throw .openSSL("EVP_DigestSignInit")
+        }
+        if pss, let digest, !Self.usePSS(keyContext, digest: digest) {
+            throw .openSSL("EVP_PKEY_CTX_set_rsa_padding")
         }
         return try message.withNonNullBytes { (bytes, count) throws(CryptoError) -> [UInt8] in
             var length = 0
@@ -250,9 +264,16 @@ extension EVPKey {
     }
 
     /// Whether `signature` is valid for `message` under this key, through `EVP_DigestVerify`.
-    func isValidSignature(_ signature: [UInt8], for message: [UInt8], digest: OpaquePointer?) -> Bool {
+    func isValidSignature(
+        _ signature: [UInt8],
+        for message: [UInt8],
+        digest: OpaquePointer?,
+        pss: Bool = false
+    ) -> Bool {
+        var keyContext: OpaquePointer?
         guard let context = try? OpenSSLObject(EVP_MD_CTX_new(), freedBy: EVP_MD_CTX_free, creator: "EVP_MD_CTX_new"),
-            EVP_DigestVerifyInit(context.pointer, nil, digest, nil, pointer) == 1
+            EVP_DigestVerifyInit(context.pointer, &keyContext, digest, nil, pointer) == 1,
+            !pss || digest.map({ Self.usePSS(keyContext, digest: $0) }) == true
         else {
             ERR_clear_error()
             return false
@@ -265,6 +286,14 @@ extension EVPKey {
         // A bad signature leaves decoding errors in the queue; they are an answer, not a failure.
         ERR_clear_error()
         return verdict == 1
+    }
+
+    /// Switches an RSA signing or verifying context to PSS with MGF1 over
+    /// `digest` and a salt of the digest's length.
+    private static func usePSS(_ keyContext: OpaquePointer?, digest: OpaquePointer) -> Bool {
+        EVP_PKEY_CTX_set_rsa_padding(keyContext, RSA_PKCS1_PSS_PADDING) == 1
+            && EVP_PKEY_CTX_set_rsa_mgf1_md(keyContext, digest) == 1
+            && EVP_PKEY_CTX_set_rsa_pss_saltlen(keyContext, EVP_MD_get_size(digest)) == 1
     }
 
     /// The key pair as PKCS#8 PrivateKeyInfo DER (RFC 5208), unencrypted.

@@ -149,17 +149,9 @@ public final class P256PublicKey: @unchecked Sendable {
     /// Throws `.invalidKey` for any other length or form, or a point not on
     /// the curve; accepting such a point would open ECDH to invalid-curve attacks.
     public init(x963Representation: [UInt8]) throws(CryptoError) {
-        guard x963Representation.count == P256.x963ByteCount, x963Representation.first == 0x04 else {
-            throw CryptoError(.invalidKey, "P-256 public key must be 65 bytes starting 0x04")
-        }
-        let group = try P256.group()
-        let point = try OpenSSLObject(EC_POINT_new(group.pointer), freedBy: EC_POINT_free, creator: "EC_POINT_new")
-        // EC_POINT_oct2point refuses points off the curve; checking again states the intent.
-        guard EC_POINT_oct2point(group.pointer, point.pointer, x963Representation, x963Representation.count, nil) == 1,
-            EC_POINT_is_on_curve(group.pointer, point.pointer, nil) == 1
-        else {
-            throw .rejected(.invalidKey, "point is not on P-256")
-        }
+        try ECKeyParameters.checkPoint(
+            x963Representation, byteCount: P256.coordinateByteCount, group: P256.group(), curveName: "P-256"
+        )
         self.x963Representation = x963Representation
         self.key = try P256.makeKey(publicKey: x963Representation, scalar: nil)
     }
@@ -247,73 +239,12 @@ enum P256 {
     /// The BIGNUM of a 32-byte big-endian scalar, in secure memory and
     /// flagged constant-time; throws `.invalidKey` unless it is in [1, n-1].
     static func scalar(_ bytes: [UInt8]) throws(CryptoError) -> OpenSSLObject<OpaquePointer> {
-        guard bytes.count == scalarByteCount else {
-            throw CryptoError(.invalidKey, "P-256 private key must be \(scalarByteCount) bytes, got \(bytes.count)")
-        }
-        let scalar = try OpenSSLObject(BN_secure_new(), freedBy: BN_clear_free, creator: "BN_secure_new")
-        BN_set_flags(scalar.pointer, BN_FLG_CONSTTIME)
-        guard BN_bin2bn(bytes, Int32(bytes.count), scalar.pointer) != nil else {
-            throw .openSSL("BN_bin2bn")
-        }
-        let group = try group()
-        guard BN_is_zero(scalar.pointer) == 0, BN_cmp(scalar.pointer, EC_GROUP_get0_order(group.pointer)) < 0 else {
-            throw CryptoError(.invalidKey, "P-256 private scalar is not in [1, n-1]")
-        }
-        return scalar
+        try ECKeyParameters.scalar(bytes, byteCount: scalarByteCount, group: group())
     }
 
     /// An `EVP_PKEY` for the validated point `publicKey` and/or the validated
     /// `scalar` (a private-only key signs and derives; it has no public point).
     static func makeKey(publicKey: [UInt8]?, scalar: OpenSSLObject<OpaquePointer>?) throws(CryptoError) -> EVPKey {
-        let builder = try OpenSSLObject(
-            OSSL_PARAM_BLD_new(),
-            freedBy: OSSL_PARAM_BLD_free,
-            creator: "OSSL_PARAM_BLD_new"
-        )
-        // The builder keeps name pointers, so names are static strings; values are copied.
-        guard
-            OSSL_PARAM_BLD_push_utf8_string(
-                builder.pointer,
-                cString(OSSLName.groupName),
-                cString(OSSLName.prime256v1),
-                0
-            ) == 1
-        else {
-            throw .openSSL("OSSL_PARAM_BLD_push")
-        }
-        if let publicKey {
-            guard
-                OSSL_PARAM_BLD_push_octet_string(
-                    builder.pointer, cString(OSSLName.publicKey), publicKey, publicKey.count
-                ) == 1
-            else {
-                throw .openSSL("OSSL_PARAM_BLD_push_octet_string")
-            }
-        }
-        if let scalar {
-            guard OSSL_PARAM_BLD_push_BN(builder.pointer, cString(OSSLName.privateKey), scalar.pointer) == 1 else {
-                throw .openSSL("OSSL_PARAM_BLD_push_BN")
-            }
-        }
-        let parameters = try OpenSSLObject(
-            OSSL_PARAM_BLD_to_param(builder.pointer),
-            freedBy: OSSL_PARAM_free,
-            creator: "OSSL_PARAM_BLD_to_param"
-        )
-
-        let context = try OpenSSLObject(
-            EVP_PKEY_CTX_new_from_name(nil, "EC", nil),
-            freedBy: EVP_PKEY_CTX_free,
-            creator: "EVP_PKEY_CTX_new_from_name"
-        )
-        guard EVP_PKEY_fromdata_init(context.pointer) == 1 else {
-            throw .openSSL("EVP_PKEY_fromdata_init")
-        }
-        var key: OpaquePointer?
-        let selection = scalar == nil ? P256.publicKeySelection : P256.keyPairSelection
-        guard EVP_PKEY_fromdata(context.pointer, &key, selection, parameters.pointer) == 1 else {
-            throw .openSSL("EVP_PKEY_fromdata")
-        }
-        return try EVPKey(key, creator: "EVP_PKEY_fromdata")
+        try ECKeyParameters.makeKey(group: OSSLName.prime256v1, publicKey: publicKey, scalar: scalar)
     }
 }

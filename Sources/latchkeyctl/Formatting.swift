@@ -97,6 +97,14 @@ enum Format {
         switch value {
         case -7: return "ES256"
         case -8: return "EdDSA"
+        case -9: return "ESP256"
+        case -19: return "Ed25519"
+        case -35: return "ES384"
+        case -36: return "ES512"
+        case -37: return "PS256"
+        case -47: return "ES256K"
+        case -51: return "ESP384"
+        case -52: return "ESP512"
         case -257: return "RS256"
         default: return String(value)
         }

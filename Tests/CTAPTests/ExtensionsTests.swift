@@ -447,7 +447,7 @@ struct ExtensionsTests {
         let rpIdHash = SHA256.hash(Array("example.com".utf8))
         let nonce = [UInt8](repeating: 0x5A, count: 12)
         let sealed = try AES256GCM.seal(
-            [1, 1] + privateKey.rawRepresentation, key: secret, nonce: nonce,
+            [1, 1] + privateKey.seed!, key: secret, nonce: nonce,
             authenticating: Array("latchkey/wrapped-credential/v1".utf8) + rpIdHash
         )
         let id = [0x01] + nonce + sealed

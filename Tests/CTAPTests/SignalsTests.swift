@@ -232,7 +232,7 @@ struct ExchangeEngineTests {
         )
         #expect(outcomes[1] == .skipped("the key has a passkey for this user at this RP already"))
         guard case .skipped(let badKey) = outcomes[2] else { return }
-        #expect(badKey.hasPrefix("refused: the private key is not P-256 or Ed25519 PKCS#8"), "\(badKey)")
+        #expect(badKey.hasPrefix("refused: the private key is not PKCS#8 of P-256"), "\(badKey)")
         #expect(outcomes[4] == .skipped("the key is full"))
         if case .imported(let stored) = outcomes[0] {
             #expect(stored.userDisplayName == nil, "an empty display name is none")

@@ -286,28 +286,55 @@ struct MadeCredential {
     }
 }
 
-/// SubjectPublicKeyInfo DER for a COSE key, assembled by hand (RFC 5480, RFC 8410).
+/// SubjectPublicKeyInfo DER for a COSE key, assembled by hand (RFC 5480, RFC 8410, RFC 8017).
 func spki(cose: CBORMap) throws -> [UInt8] {
+    /// A DER TLV.
+    func der(_ tag: UInt8, _ content: [UInt8]) -> [UInt8] {
+        let count = content.count
+        let length: [UInt8] =
+            count < 0x80 ? [UInt8(count)] : count < 0x100 ? [0x81, UInt8(count)] : [0x82, UInt8(count >> 8), UInt8(count & 0xFF)]
+        return [tag] + length + content
+    }
+    /// An unsigned INTEGER from big-endian bytes.
+    func integer(_ bytes: [UInt8]) -> [UInt8] { der(0x02, bytes.first.map { $0 & 0x80 != 0 } == true ? [0] + bytes : bytes) }
+    func point() throws -> [UInt8] {
+        [0x04] + (try cose.required(-2, "x").bytesValue()) + (try cose.required(-3, "y").bytesValue())
+    }
+    let ecPublicKey = hex("06072a8648ce3d0201")
     switch try cose.required(3, "alg").intValue() {
-    case -7:
-        let x = try cose.required(-2, "x").bytesValue()
-        let y = try cose.required(-3, "y").bytesValue()
-        return hex("3059301306072a8648ce3d020106082a8648ce3d030107034200") + [0x04] + x + y
-    case -8:
+    case -7, -9:
+        return hex("3059301306072a8648ce3d020106082a8648ce3d030107034200") + (try point())
+    case -35, -51, -36, -52, -47:
+        let curve: [UInt8]
+        switch try cose.required(-1, "crv").intValue() {
+        case 2: curve = hex("06052b81040022")
+        case 3: curve = hex("06052b81040023")
+        case 8: curve = hex("06052b8104000a")
+        default: throw CBORError(.unexpectedType, "unknown crv")
+        }
+        return der(0x30, der(0x30, ecPublicKey + curve) + der(0x03, [0] + (try point())))
+    case -8, -19:
         return hex("302a300506032b6570032100") + (try cose.required(-2, "x").bytesValue())
+    case -257, -37:
+        let n = try cose.required(-1, "n").bytesValue()
+        let e = try cose.required(-2, "e").bytesValue()
+        let rsaEncryption = der(0x30, hex("06092a864886f70d010101") + [0x05, 0x00])
+        return der(0x30, rsaEncryption + der(0x03, [0] + der(0x30, integer(n) + integer(e))))
     default:
         throw CBORError(.unexpectedType, "unknown alg")
     }
 }
 
-/// Verifies with OpenSSL directly: ECDSA-SHA256 (DER) or Ed25519, by key type.
-func opensslVerify(spki: [UInt8], signature: [UInt8], message: [UInt8]) -> Bool {
+/// Verifies with OpenSSL directly: ECDSA (DER) with the curve's hash,
+/// Ed25519, or RSA with SHA-256 (PKCS#1 v1.5, or PSS with a 32-byte salt
+/// when `pss`), by key type.
+func opensslVerify(spki: [UInt8], signature: [UInt8], message: [UInt8], pss: Bool = false) -> Bool {
     var pointer: UnsafePointer<UInt8>? = nil
     return spki.withUnsafeBufferPointer { buffer -> Bool in
         pointer = buffer.baseAddress
         guard let key = d2i_PUBKEY(nil, &pointer, buffer.count) else { return false }
         defer { EVP_PKEY_free(key) }
-        return verify(key: key, signature: signature, message: message)
+        return verify(key: key, signature: signature, message: message, pss: pss)
     }
 }
 
@@ -323,11 +350,23 @@ func opensslVerify(certificate: [UInt8], signature: [UInt8], message: [UInt8]) -
     }
 }
 
-private func verify(key: OpaquePointer, signature: [UInt8], message: [UInt8]) -> Bool {
+private func verify(key: OpaquePointer, signature: [UInt8], message: [UInt8], pss: Bool = false) -> Bool {
     guard let context = EVP_MD_CTX_new() else { return false }
     defer { EVP_MD_CTX_free(context) }
-    let digest = EVP_PKEY_get_base_id(key) == NID_ED25519 ? nil : EVP_sha256()
-    guard EVP_DigestVerifyInit(context, nil, digest, nil, key) == 1 else { return false }
+    let digest: OpaquePointer?
+    switch (EVP_PKEY_get_base_id(key), EVP_PKEY_get_bits(key)) {
+    case (NID_ED25519, _): digest = nil
+    case (NID_X9_62_id_ecPublicKey, 384): digest = EVP_sha384()
+    case (NID_X9_62_id_ecPublicKey, 521): digest = EVP_sha512()
+    default: digest = EVP_sha256()
+    }
+    var keyContext: OpaquePointer?
+    guard EVP_DigestVerifyInit(context, &keyContext, digest, nil, key) == 1 else { return false }
+    if pss {
+        guard EVP_PKEY_CTX_set_rsa_padding(keyContext, RSA_PKCS1_PSS_PADDING) == 1,
+            EVP_PKEY_CTX_set_rsa_pss_saltlen(keyContext, 32) == 1
+        else { return false }
+    }
     return EVP_DigestVerify(context, signature, signature.count, message, message.count) == 1
 }
 

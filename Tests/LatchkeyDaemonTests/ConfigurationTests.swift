@@ -1,6 +1,7 @@
 // latchkeyd's configuration: defaults, the TOML file, and the errors a
 // person gets for a bad one.
 
+import CTAP
 import Testing
 
 @testable import LatchkeyDaemon
@@ -54,6 +55,7 @@ struct ConfigurationTests {
                 vendor-id = 0x1050
                 product-id = 0x0407
                 attestation = "none"
+                algorithms = ["RS256", "es384", "-8"]
                 [[keys]]
                 name = "ci-2"
                 """, source: "test.toml")
@@ -73,7 +75,9 @@ struct ConfigurationTests {
         #expect(configuration.keys[0].vendorId == 0x1050)
         #expect(configuration.keys[0].productId == 0x0407)
         #expect(configuration.keys[0].attestation == "none")
+        #expect(configuration.keys[0].algorithms == [.rs256, .es384, .edDSA])
         #expect(configuration.keys[1].presence == nil)
+        #expect(configuration.keys[1].algorithms == COSEAlgorithm.defaultOrder)
     }
 
     @Test("bad files are refused with a message that says where", arguments: [
@@ -86,6 +90,10 @@ struct ConfigurationTests {
         ("[[keys]]\nname = \"a/b\"", "[A-Za-z0-9][A-Za-z0-9._-]{0,63}"),
         ("[[keys]]\nname = \"\"", "the key name is empty"),
         ("[uhid]\nenabled = \"sometimes\"", "enabled must be"),
+        ("[[keys]]\nname = \"a\"\nalgorithms = [\"ES999\"]", "algorithm \"ES999\" is not one of ES256, EdDSA"),
+        ("[[keys]]\nname = \"a\"\nalgorithms = [\"ES256\", \"es256\"]", "algorithm ES256 is listed twice"),
+        ("[[keys]]\nname = \"a\"\nalgorithms = []", "algorithms lists none"),
+        ("[[keys]]\nname = \"a\"\nalgorithms = [-7]", "algorithms must be a list of algorithm names"),
         ("this is not toml", "not valid TOML"),
     ])
     func badFiles(text: String, message: String) {

@@ -60,4 +60,47 @@ struct EngineOverStoreTests {
         #expect(asserted.first == CTAPStatus.ok.rawValue)
         #expect(try store.credentialCount() == 1)
     }
+
+    /// makeCredential as above for the algorithm whose CBOR encoding is
+    /// `alg` (hex), for user `user`.
+    static func makeCredential(alg: String, user: UInt8) -> [UInt8] {
+        bytes(
+            hex: "01a5" + "015820" + String(repeating: "ab", count: 32)
+                + "02a16269646b6578616d706c652e636f6d"
+                + "03a162696444010203" + (user < 16 ? "0" : "") + String(user, radix: 16)
+                + "0481a263616c67" + alg + "64747970656a7075626c69632d6b6579"
+                + "07a162726bf5"
+        )!
+    }
+
+    @Test("discoverable credentials of every algorithm survive a reopen: raw keys for ES256 and EdDSA, PKCS#8 for the rest")
+    func everyAlgorithmAcrossReopen() async throws {
+        // CBOR negative integers: -7 26, -8 27, -9 28, -19 32, -35 3822, -36 3823,
+        // -37 3824, -47 382e, -51 3832, -52 3833, -257 390100.
+        let encodings: [(COSEAlgorithm, String)] = [
+            (.es256, "26"), (.edDSA, "27"), (.esp256, "28"), (.ed25519, "32"), (.es384, "3822"), (.es512, "3823"),
+            (.ps256, "3824"), (.es256K, "382e"), (.esp384, "3832"), (.esp512, "3833"), (.rs256, "390100"),
+        ]
+        let directory = try TemporaryDirectory()
+        do {
+            let store = try openStore(directory)
+            let key = try Self.authenticator(over: store)
+            for (index, (_, alg)) in encodings.enumerated() {
+                let registered = await key.handleCBOR(Self.makeCredential(alg: alg, user: UInt8(index)))
+                #expect(registered.first == CTAPStatus.ok.rawValue)
+            }
+        }
+        let store = try openStore(directory)
+        let stored = try store.allCredentials()
+        #expect(Set(stored.map(\.algorithm)) == Set(encodings.map(\.0.rawValue)))
+        for credential in stored {
+            let algorithm = try #require(COSEAlgorithm(rawValue: credential.algorithm))
+            #expect((credential.privateKey.count == 32) == [.es256, .edDSA, .esp256, .ed25519].contains(algorithm))
+            let key = try CredentialPrivateKey(algorithm: algorithm, storedRepresentation: credential.privateKey)
+            #expect(key.algorithm == algorithm)
+        }
+        let key = try Self.authenticator(over: store)
+        let asserted = await key.handleCBOR(Self.getAssertion)
+        #expect(asserted.first == CTAPStatus.ok.rawValue)
+    }
 }

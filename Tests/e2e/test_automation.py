@@ -88,7 +88,9 @@ def test_default_key_options(control, make_key):
         "protocol": "ctap2.1", "hasResidentKey": True, "hasUserVerification": False, "isUserVerified": False,
         "hasLargeBlob": True, "hasCredBlob": True, "hasMinPinLength": True, "hasPrf": True,
         "hasThirdPartyPayment": True, "hasPersistentToken": True, "hasEnterpriseAttestation": False,
-        "enterpriseAttestationRpIds": []}
+        "enterpriseAttestationRpIds": [],
+        "algorithms": ["ES256", "EdDSA", "ES384", "RS256", "ES512", "PS256", "ES256K", "ESP256", "ESP384", "ESP512",
+                       "Ed25519"]}
 
 
 def test_key_option_errors(control):
@@ -538,7 +540,9 @@ def test_latchkeyctl_creates_keys_with_options(latchkeyctl, control):
             "protocol": "u2f-only", "hasResidentKey": False, "hasUserVerification": True, "isUserVerified": True,
             "hasLargeBlob": True, "hasCredBlob": True, "hasMinPinLength": True, "hasPrf": False,
             "hasThirdPartyPayment": True, "hasPersistentToken": True, "hasEnterpriseAttestation": False,
-            "enterpriseAttestationRpIds": []}
+            "enterpriseAttestationRpIds": [],
+            "algorithms": ["ES256", "EdDSA", "ES384", "RS256", "ES512", "PS256", "ES256K", "ESP256", "ESP384",
+                           "ESP512", "Ed25519"]}
         turned = latchkeyctl("keys", "user-verified", name, "off")
         assert turned.returncode == 0 and "fails" in turned.stdout, turned
         assert control.get(f"/v1/keys/{name}/user-verified") == {"isUserVerified": False}

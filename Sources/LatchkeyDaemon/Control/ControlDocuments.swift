@@ -56,6 +56,8 @@ public struct KeyOptionsDocument: Codable, Sendable, Equatable {
     public var hasEnterpriseAttestation: Bool
     /// The RP IDs vendor-facilitated enterprise attestation serves.
     public var enterpriseAttestationRpIds: [String]
+    /// The credential algorithms offered, in preference order (IANA names).
+    public var algorithms: [String]
 
     init(_ key: KeyConfiguration, presence: PresenceBroker) {
         `protocol` = key.protocolMode.rawValue
@@ -70,6 +72,7 @@ public struct KeyOptionsDocument: Codable, Sendable, Equatable {
         hasPersistentToken = key.persistentPinUvAuthToken
         hasEnterpriseAttestation = key.enterpriseAttestation
         enterpriseAttestationRpIds = key.enterpriseAttestationRpIds
+        algorithms = key.algorithms.map(\.name)
     }
 }
 
@@ -113,6 +116,9 @@ public struct CreateKeyRequest: Codable, Sendable {
     public var hasPersistentToken: Bool?
     public var hasEnterpriseAttestation: Bool?
     public var enterpriseAttestationRpIds: [String]?
+    /// The credential algorithms to offer, in preference order: IANA names
+    /// ("ES256", "RS256", ...); left out, all of them in the default order.
+    public var algorithms: [String]?
 
     public init(name: String) { self.name = name }
 

@@ -256,7 +256,9 @@ enum CXF {
         }
         let key = try bytes("key", in: credential)
         guard (try? CredentialPrivateKey(pkcs8: key)) != nil else {
-            throw CXFError("key is not a PKCS#8 P-256 (ES256) or Ed25519 (EdDSA) private key")
+            throw CXFError(
+                "key is not a PKCS#8 private key of P-256, P-384, P-521, secp256k1, Ed25519 or RSA (2048 to 4096 bits)"
+            )
         }
         var passkey = CXFPasskey(
             credentialId: credentialId,

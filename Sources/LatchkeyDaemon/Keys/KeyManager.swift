@@ -143,6 +143,9 @@ actor KeyManager {
         if let value = request.hasEnterpriseAttestation { key.enterpriseAttestation = value }
         if let value = request.enterpriseAttestationRpIds { key.enterpriseAttestationRpIds = value }
         if let value = request.hasPrf { key.prf = value }
+        if let names = request.algorithms, let algorithms = try? KeyConfiguration.algorithms(named: names) {
+            key.algorithms = algorithms
+        }
         return key
     }
 
@@ -185,6 +188,13 @@ actor KeyManager {
         }
         guard CreateKeyRequest.protocolMode(request.protocol) != nil else {
             throw .badRequest("protocol must be ctap2.1 or u2f-only")
+        }
+        if let names = request.algorithms {
+            do throws(ConfigurationError) {
+                _ = try KeyConfiguration.algorithms(named: names)
+            } catch {
+                throw .badRequest("algorithms: \(error.message)")
+            }
         }
         if let has = request.hasUserVerification, let named = request.policy?.userVerification, has != (named != .deny) {
             throw .badRequest("hasUserVerification \(has) contradicts the policy's userVerification \"\(named.rawValue)\"")

@@ -121,6 +121,7 @@ public final class VirtualKey: Sendable {
         engine.ctap2Enabled = key.protocolMode == .ctap21
         engine.residentKeys = key.residentKeys
         engine.largeBlobs = key.largeBlobs
+        engine.algorithms = key.algorithms
         var extensions = Set(ExtensionIdentifier.supported)
         if !key.largeBlobs { extensions.remove(ExtensionIdentifier.largeBlobKey) }
         if !key.credBlob { extensions.remove(ExtensionIdentifier.credBlob) }

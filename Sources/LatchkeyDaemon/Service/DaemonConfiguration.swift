@@ -3,6 +3,7 @@
 // written out in `DaemonConfiguration.documentedDefaults` (the README shows
 // the same text).
 
+public import CTAP
 import Foundation
 import LatchkeyNames
 import TOMLKit
@@ -83,10 +84,32 @@ public struct KeyConfiguration: Sendable, Equatable {
     public var enterpriseAttestation = false
     /// The RP IDs vendor-facilitated enterprise attestation serves.
     public var enterpriseAttestationRpIds: [String] = []
+    /// The credential algorithms offered, in preference order (getInfo
+    /// algorithms; makeCredential takes the first of the RP's list offered).
+    public var algorithms = COSEAlgorithm.defaultOrder
     /// This key's changes to the daemon's `[policy]`.
     public var policy = PolicyOverrides()
 
     public init(name: KeyName) { self.name = name }
+
+    /// The algorithms `names` name (IANA names such as "ES256" or "RS256",
+    /// any case, or COSE numbers), in their order; an unknown or repeated
+    /// name, or none at all, is an error.
+    public static func algorithms(named names: [String]) throws(ConfigurationError) -> [COSEAlgorithm] {
+        var algorithms: [COSEAlgorithm] = []
+        for name in names {
+            guard let algorithm = COSEAlgorithm(name: name) else {
+                let known = COSEAlgorithm.defaultOrder.map(\.name).joined(separator: ", ")
+                throw ConfigurationError("algorithm \"\(name)\" is not one of \(known)")
+            }
+            guard !algorithms.contains(algorithm) else {
+                throw ConfigurationError("algorithm \(algorithm.name) is listed twice")
+            }
+            algorithms.append(algorithm)
+        }
+        guard !algorithms.isEmpty else { throw ConfigurationError("algorithms lists none") }
+        return algorithms
+    }
 }
 
 /// Everything latchkeyd needs to start.
@@ -197,6 +220,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
         # persistent-token = true   # perCredMgmtRO: a read-only credential management token that lasts
         # enterprise-attestation = false  # ep: a certificate naming this key, once authenticatorConfig enables it
         # enterprise-attestation-rp-ids = ["corp.example"]  # RP IDs for vendor-facilitated enterprise attestation
+        # algorithms = ["ES256", "EdDSA", "ES384", "RS256", "ES512", "PS256", "ES256K", "ESP256", "ESP384", "ESP512", "Ed25519"]
         # [keys.policy]             # any [policy] key, for this key only
         # user-verification = "deny"
         """
@@ -401,6 +425,17 @@ struct TableReader {
         if let value = try bool("persistent-token") { key.persistentPinUvAuthToken = value }
         if let value = try bool("enterprise-attestation") { key.enterpriseAttestation = value }
         if let value = try strings("enterprise-attestation-rp-ids") { key.enterpriseAttestationRpIds = value }
+        if let value = value("algorithms") {
+            let names = value.array.map { $0.compactMap(\.string) }
+            guard let names, names.count == value.array?.count else {
+                throw ConfigurationError("\(path): algorithms must be a list of algorithm names")
+            }
+            do {
+                key.algorithms = try KeyConfiguration.algorithms(named: names)
+            } catch {
+                throw ConfigurationError("\(path): \(error.message)")
+            }
+        }
     }
 
     func uint16(_ value: Int, _ key: String) throws(ConfigurationError) -> UInt16 {
