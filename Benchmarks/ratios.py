@@ -23,10 +23,11 @@ ORDER = [
 ]
 WALL_CLOCK = "Time (wall clock)"
 MALLOCS = "Malloc (total)"
+REPORTS = "USB reports"
 
 
 def load(path):
-    """{benchmark name: (iterations, median µs, p90 µs, median mallocs)} from a JMH export."""
+    """{name: (iterations, median µs, p90 µs, median mallocs, USB reports or None)} from a JMH export."""
     rows = {}
     with open(path) as file:
         for element in json.load(file):
@@ -35,7 +36,8 @@ def load(path):
             metrics = element["secondaryMetrics"]
             time = metrics[WALL_CLOCK]["scorePercentiles"]
             mallocs = metrics.get(MALLOCS, {}).get("scorePercentiles", {}).get("50.0")
-            rows[name] = (element["measurementIterations"], time["50.0"], time["90.0"], mallocs)
+            reports = metrics.get(REPORTS, {}).get("scorePercentiles", {}).get("50.0")
+            rows[name] = (element["measurementIterations"], time["50.0"], time["90.0"], mallocs, reports)
     return rows
 
 
@@ -53,7 +55,7 @@ def main():
         print(f"USB/IP through {sys.argv[2]} on 127.0.0.1")
     print(f"{'name':<26} {'iterations':>10} {'median µs':>10} {'p90 µs':>9} {'mallocs':>8} {'× raw-sign':>10}")
     for name in names:
-        iterations, median, p90, mallocs = rows[name]
+        iterations, median, p90, mallocs, _ = rows[name]
         mallocs = "-" if mallocs is None else f"{mallocs:.0f}"
         print(f"{name:<26} {iterations:>10} {median:>10.1f} {p90:>9.1f} {mallocs:>8} {median / baseline:>10.2f}")
 
@@ -64,6 +66,10 @@ def main():
         if "getAssertion-sqlite" in rows:
             line += f" (in process on the same SQLite store: {rows['getAssertion-sqlite'][1] / baseline:.2f}×)"
         print(line)
+        print(
+            f"  (64-byte reports per round trip, both ways: getAssertion {rows['getAssertion-usbip'][4]:.0f},"
+            f" PING {rows['ping-usbip'][4]:.0f})"
+        )
     else:
         print("getAssertion-usbip, ping-usbip: not run (no latchkeyd in $LATCHKEYD; scripts/bench.sh sets it)")
 

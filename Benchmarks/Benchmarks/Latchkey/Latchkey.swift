@@ -23,6 +23,7 @@
 
 import Benchmark
 import CTAP
+import CTAPHID
 import Foundation
 import LatchkeyBenchSupport
 
@@ -118,16 +119,21 @@ let benchmarks: @Sendable () -> Void = {
         defer { usbip.state = nil }
         try usbip.state?.stop()
     }
-    Benchmark("getAssertion-usbip") { benchmark in
+    // Each of the two also records how many 64-byte reports one round trip moves, both ways.
+    let reports = BenchmarkMetric.custom("USB reports", polarity: .prefersSmaller, useScalingFactor: false)
+    let usbipConfiguration = Benchmark.Configuration(metrics: Benchmark.defaultConfiguration.metrics + [reports])
+    Benchmark("getAssertion-usbip", configuration: usbipConfiguration) { benchmark in
         for _ in benchmark.scaledIterations { try usbip.current.assertOnce() }
+        benchmark.measurement(reports, usbip.current.reports.output + usbip.current.reports.input)
     } setup: {
         try startDaemon()
     } teardown: {
         try stopDaemon()
     }
     let ping = Fixture<[UInt8]>()
-    Benchmark("ping-usbip") { benchmark in
+    Benchmark("ping-usbip", configuration: usbipConfiguration) { benchmark in
         for _ in benchmark.scaledIterations { try usbip.current.host.ping(ping.current) }
+        benchmark.measurement(reports, 2 * CTAPHIDPacketizer.reportCount(payloadSize: ping.current.count))
     } setup: {
         try startDaemon()
         ping.state = usbip.current.pingPayload
