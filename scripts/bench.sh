@@ -6,10 +6,15 @@
 #   scripts/bench.sh [ITERATIONS]   (default 2000; makeCredential-rk-sqlite runs a tenth)
 # The run is kept as package-benchmark's baseline "latest" (Benchmarks/.benchmarkBaselines/),
 # so `swift package --package-path Benchmarks --scratch-path .build-bench benchmark baseline
-# read latest` shows every percentile, and `... thresholds update latest` re-records
-# Benchmarks/Thresholds/ from it without another run.
+# read latest` shows every percentile, and Benchmarks/Thresholds/ can be re-recorded from it
+# without another run (README, Benchmarks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+iterations="${1:-2000}"
+if [[ $# -gt 1 || ! $iterations =~ ^[1-9][0-9]*$ ]]; then
+    echo "usage: scripts/bench.sh [ITERATIONS]" >&2
+    exit 64  # EX_USAGE
+fi
 # One scratch folder for the daemon and the benchmarks, so the root package's targets are
 # compiled for release once for both.
 scratch="$PWD/.build-bench"
@@ -18,7 +23,7 @@ scratch="$PWD/.build-bench"
 touch Benchmarks/Package.swift
 swift build -c release --package-path Benchmarks --scratch-path "$scratch" --product latchkeyd
 export LATCHKEYD="$(swift build -c release --package-path Benchmarks --scratch-path "$scratch" --show-bin-path)/latchkeyd"
-export LATCHKEY_BENCH_ITERATIONS="${1:-2000}"
+export LATCHKEY_BENCH_ITERATIONS="$iterations"
 benchmark=(swift package --package-path Benchmarks --scratch-path "$scratch")
 "${benchmark[@]}" --allow-writing-to-package-directory benchmark baseline update latest --no-progress
 export_dir="$(mktemp -d)"
