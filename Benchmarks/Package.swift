@@ -1,6 +1,7 @@
 // swift-tools-version:6.1
-// latchkey benchmarks, kept out of the main build. Run with scripts/bench.sh
-// (release build): figures are reported side by side from one run, as ratios.
+// latchkey benchmarks on package-benchmark (ordo-one/benchmark), kept out of the main
+// build. Run with scripts/bench.sh: a release latchkeyd, one run of every benchmark, and
+// each figure as a ratio of the raw OpenSSL signature measured in that run.
 import PackageDescription
 
 // The root package is a path dependency whose identity is its directory's name.
@@ -9,24 +10,41 @@ let root = String(Context.packageDirectory.split(separator: "/").dropLast().last
 let package = Package(
     name: "latchkey-benchmarks",
     dependencies: [
-        .package(path: "..")
+        .package(path: ".."),
+        // The malloc interposer (malloc counts) and not the default traits' Swift runtime
+        // interposer (ARC counts), whose package the project's machines do not carry.
+        .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
     ],
     targets: [
         // libcrypto itself, so the baseline is OpenSSL with no latchkey code in between.
         .systemLibrary(name: "CBenchOpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
-        .executableTarget(
-            name: "latchkey-bench",
+        // What the benchmarks stand on: the raw signer, the CTAP requests, latchkeyd as a
+        // child process and a blocking USB/IP host that imports its key.
+        .target(
+            name: "LatchkeyBenchSupport",
             dependencies: [
                 "CBenchOpenSSL",
                 .product(name: "CTAP", package: root),
                 .product(name: "CBOR", package: root),
                 .product(name: "LatchkeyCrypto", package: root),
                 .product(name: "LatchkeyStore", package: root),
-                // getAssertion/usbip: the bench's USB/IP host speaks the daemon's wire types.
                 .product(name: "USBIP", package: root),
                 .product(name: "CTAPHID", package: root),
                 .product(name: "LatchkeySystem", package: root),
             ]
+        ),
+        // package-benchmark finds benchmark targets by their folder: Benchmarks/<Name>.
+        .executableTarget(
+            name: "Latchkey",
+            dependencies: [
+                "LatchkeyBenchSupport",
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "CTAP", package: root),
+                .product(name: "CTAPHID", package: root),
+                .product(name: "LatchkeyStore", package: root),
+            ],
+            path: "Benchmarks/Latchkey",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
     ]
 )

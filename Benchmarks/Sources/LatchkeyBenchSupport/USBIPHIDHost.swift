@@ -1,4 +1,4 @@
-// A small blocking USB/IP host for the bench: it imports a key from latchkeyd's USB/IP
+// A small blocking USB/IP host for the benchmarks: it imports a key from latchkeyd's USB/IP
 // server over loopback TCP and runs CTAPHID transactions on it, with the root package's
 // wire types (USBIP for the URBs, CTAPHID for the reports). Every wait is bounded.
 
@@ -32,7 +32,7 @@ final class TCPConnection {
         address.sin_addr.s_addr = in_addr_t(0x7F00_0001).bigEndian
         let descriptor = self.descriptor
         // Not restarted on EINTR: the connection attempt goes on, and a second connect()
-        // would answer EALREADY. The bench installs no signal handlers, so EINTR is a failure.
+        // would answer EALREADY. The benchmarks install no signal handlers, so EINTR is a failure.
         let result = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
@@ -91,7 +91,7 @@ final class TCPConnection {
 /// completes (`hid_irq_in`), and output reports go out one interrupt-OUT URB at a time,
 /// each once the one before it is acknowledged (`hid_irq_out`). A round trip therefore
 /// costs what it costs a real host: one TCP exchange per report each way.
-final class USBIPHIDHost {
+public final class USBIPHIDHost {
     /// The most a CTAPHID transaction may take, keepalives included.
     static let transactionTimeout = Duration.seconds(10)
     /// The most one send or receive may wait for the server.
@@ -110,7 +110,7 @@ final class USBIPHIDHost {
     private var channel = CTAPHIDConstants.broadcastChannel
 
     /// Connects to 127.0.0.1:`port`, imports `busid` and submits the first interrupt-IN URB.
-    init(port: UInt16, busid: String) throws {
+    public init(port: UInt16, busid: String) throws {
         let connection = try TCPConnection(loopbackPort: port, timeoutSeconds: Self.socketTimeoutSeconds)
         try connection.send(USBIPOpReqImport(busid: busid).encodedBytes)
         var decoder = USBIPClientDecoder()
@@ -135,7 +135,7 @@ final class USBIPHIDHost {
 
     /// SET_CONFIGURATION(1), as the host's USB core sends it before binding a driver
     /// (USB 2.0 §9.4.7).
-    func setConfiguration() throws {
+    public func setConfiguration() throws {
         let setup = USBSetupPacket(
             bmRequestType: USBRequestType.standardOutDevice,
             bRequest: USBStandardRequest.setConfiguration,
@@ -150,7 +150,7 @@ final class USBIPHIDHost {
 
     /// Allocates a channel with CTAPHID_INIT on the broadcast channel (CTAP 2.1 §11.2.9.1.3);
     /// later transactions use it.
-    func allocateChannel() throws {
+    public func allocateChannel() throws {
         let nonce: [UInt8] = [0x6C, 0x61, 0x74, 0x63, 0x68, 0x6B, 0x65, 0x79]
         channel = CTAPHIDConstants.broadcastChannel
         let payload = try transact(.initialize, nonce)
@@ -163,9 +163,16 @@ final class USBIPHIDHost {
 
     /// One CTAP2 request through CTAPHID_CBOR: the command byte and CBOR parameters in, the
     /// status byte and CBOR response out (CTAP 2.1 §11.2.9.1.2).
-    func cbor(_ request: [UInt8]) throws -> [UInt8] {
+    public func cbor(_ request: [UInt8]) throws -> [UInt8] {
         precondition(channel != CTAPHIDConstants.broadcastChannel, "allocate a channel first")
         return try transact(.cbor, request)
+    }
+
+    /// CTAPHID_PING (CTAP 2.1 §11.2.9.1.4): `payload` out and the same bytes back, the
+    /// transport's cost for a message of that size with no command behind it.
+    public func ping(_ payload: [UInt8]) throws {
+        precondition(channel != CTAPHIDConstants.broadcastChannel, "allocate a channel first")
+        guard try transact(.ping, payload) == payload else { throw BenchFailure("CTAPHID_PING echoed other bytes") }
     }
 
     /// Sends one CTAPHID request and returns the payload of its response, skipping

@@ -1,8 +1,9 @@
-// latchkeyd as a child of the bench: started with only its USB/IP server, on a free
-// loopback port; awaited until that server lists the key; stopped with SIGTERM at the end,
-// or SIGKILL when the bench fails. It never outlives the bench: it runs under
-// `setpriv --pdeathsig KILL`, so the kernel kills it when the bench dies, however the bench
-// dies (a trap, SIGKILL).
+// latchkeyd as a child of a benchmark process: started with only its USB/IP server, on a
+// free loopback port; awaited until that server lists the key; stopped with SIGTERM at the
+// end, or SIGKILL when the benchmark fails. It never outlives the benchmark: it runs under
+// `setpriv --pdeathsig KILL`, so the kernel kills it when the benchmark process dies, however
+// it dies (a trap, SIGKILL). It runs without the benchmark's LD_PRELOAD (package-benchmark's
+// malloc interposer), so it allocates as it does in service.
 
 import Foundation
 import Glibc
@@ -10,14 +11,14 @@ import LatchkeySystem
 import Synchronization
 import USBIP
 
-/// latchkeyd running as the bench's child, serving USB/IP on 127.0.0.1:`port`.
-final class DaemonProcess {
+/// latchkeyd running as the benchmark's child, serving USB/IP on 127.0.0.1:`port`.
+public final class DaemonProcess {
     /// The bus id of the daemon's first key, the one it creates at start.
-    static let busid = "1-1"
+    public static let busid = "1-1"
     static let startTimeout = Duration.seconds(30)
     static let stopTimeout = Duration.seconds(10)
 
-    let port: UInt16
+    public let port: UInt16
     private let pid: pid_t
     private var isRunning = true
 
@@ -49,7 +50,7 @@ final class DaemonProcess {
 
     /// Starts `binary` with its state in `stateDirectory` and waits until its USB/IP server
     /// lists the key; picks another port when the daemon exits early.
-    static func start(binary: String, stateDirectory: String) throws -> DaemonProcess {
+    public static func start(binary: String, stateDirectory: String) throws -> DaemonProcess {
         var failure: any Error = BenchFailure("latchkeyd was not started")
         for _ in 0..<3 {
             let daemon = try DaemonProcess(binary: binary, stateDirectory: stateDirectory, port: freeLoopbackPort())
@@ -90,7 +91,7 @@ final class DaemonProcess {
             }
             handoff.publish(.success(pid))
             // WNOWAIT: learn of the exit without reaping the child, so its pid stays ours
-            // (a zombie) until the bench reaps it; signals sent until then reach no one else.
+            // (a zombie) until the benchmark reaps it; signals sent until then reach no one else.
             var info = siginfo_t()
             while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) == -1 && errno == EINTR {}
         }
@@ -110,15 +111,29 @@ final class DaemonProcess {
         defer { for argument in argv { free(argument) } }
         var pid: pid_t = 0
         // posix_spawnp returns the error number rather than setting errno.
-        let code = posix_spawnp(&pid, arguments[0], &actions, nil, argv, environ)
+        let environment = daemonEnvironment()
+        defer { for variable in environment { free(variable) } }
+        let code = posix_spawnp(&pid, arguments[0], &actions, nil, argv, environment)
         guard code != ENOENT else {
-            throw BenchFailure("\(arguments[0]) (util-linux) is needed to tie latchkeyd's life to the bench's")
+            throw BenchFailure("\(arguments[0]) (util-linux) is needed to tie latchkeyd's life to the benchmark's")
         }
         guard code == 0 else { throw SystemCallError(call: "posix_spawnp(\(arguments[0]))", errno: code) }
         return pid
     }
 
-    /// The spawn's outcome, handed from the supervising thread to the bench's.
+    /// The benchmark's environment without LD_PRELOAD, whose malloc interposer counts the
+    /// benchmark's allocations and would slow the daemon's; a nil-terminated copy to free.
+    private static func daemonEnvironment() -> [UnsafeMutablePointer<CChar>?] {
+        var copy: [UnsafeMutablePointer<CChar>?] = []
+        var entry = environ
+        while let variable = entry.pointee {
+            if strncmp(variable, "LD_PRELOAD=", 11) != 0 { copy.append(strdup(variable)) }
+            entry += 1
+        }
+        return copy + [nil]
+    }
+
+    /// The spawn's outcome, handed from the supervising thread to the benchmark's.
     private final class Handoff: Sendable {
         private let outcome = Mutex<Result<pid_t, any Error>?>(nil)
         private let published = DispatchSemaphore(value: 0)
@@ -141,7 +156,7 @@ final class DaemonProcess {
 
     /// Sends SIGTERM and waits for the daemon to exit, sending SIGKILL after `stopTimeout`.
     /// Throws when it needed SIGKILL or exited with a failure.
-    func stop() throws {
+    public func stop() throws {
         guard isRunning else { return }
         try systemCall("kill(SIGTERM)") { Glibc.kill(pid, SIGTERM) }
         let deadline = ContinuousClock.now + Self.stopTimeout
@@ -158,8 +173,8 @@ final class DaemonProcess {
         throw BenchFailure("latchkeyd ignored SIGTERM for \(Self.stopTimeout) and was killed")
     }
 
-    /// SIGKILL, for a bench that failed; waits for the daemon to go.
-    func kill() {
+    /// SIGKILL, for a benchmark that failed; waits for the daemon to go.
+    public func kill() {
         guard isRunning else { return }
         isRunning = false
         do {
@@ -167,8 +182,8 @@ final class DaemonProcess {
             var status: Int32 = 0
             try systemCall("waitpid") { waitpid(pid, &status, 0) }
         } catch {
-            // Nothing else to do here: parent-death still kills it when the bench exits.
-            printError("latchkey-bench: stopping latchkeyd (pid \(pid)): \(error)")
+            // Nothing else to do here: parent-death still kills it when the benchmark exits.
+            printError("latchkey benchmarks: stopping latchkeyd (pid \(pid)): \(error)")
         }
     }
 

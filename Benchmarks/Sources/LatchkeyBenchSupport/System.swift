@@ -1,18 +1,18 @@
-// The bench's system calls and its two kinds of failure: a system call that failed (the
-// call's name and errno), and everything else (a bad command line, a peer that did
-// something the bench did not expect), told in words.
+// The benchmarks' system calls and their two kinds of failure: a system call that failed (the
+// call's name and errno), and everything else (a bad setting, a peer that did something the
+// benchmarks did not expect), told in words.
 
 import Glibc
 import LatchkeySystem
 
-/// A failure that is no system call's: a bad command line, or a peer (the daemon, its USB/IP
-/// server, the key) that broke what the bench expects of it.
-struct BenchFailure: Error, CustomStringConvertible {
-    var reason: String
+/// A failure that is no system call's: a bad setting, or a peer (the daemon, its USB/IP
+/// server, the key) that broke what the benchmarks expect of it.
+public struct BenchFailure: Error, CustomStringConvertible {
+    public var reason: String
 
-    init(_ reason: String) { self.reason = reason }
+    public init(_ reason: String) { self.reason = reason }
 
-    var description: String { reason }
+    public var description: String { reason }
 }
 
 /// Runs a call that returns -1 and sets errno on failure, retrying it on EINTR.
