@@ -19,30 +19,32 @@ struct PinUvAuthTokenTests {
         return key
     }
 
-    func makeCredential(
+    /// `Request` (as `edit` leaves it) sent with a pinUvAuthParam over its clientDataHash
+    /// from `token`, as `platform` computes it.
+    func send<Request: PinUvAuthenticatedRequest>(
         _ key: TestKey,
+        _ request: Request,
         token: [UInt8],
         platform: TestPlatform,
-        edit: (inout MakeCredentialBuilder) -> Void = { _ in }
+        edit: (inout Request) -> Void
     ) async throws -> (CTAPStatus, CBORValue?) {
-        var request = MakeCredentialBuilder()
+        var request = request
         edit(&request)
         request.pinUvAuthProtocol = platform.version
         request.pinUvAuthParam = platform.authenticate(key: token, request.clientDataHash)
-        return try await key.send(.makeCredential, request.cbor)
+        return try await key.send(Request.command, request.cbor)
+    }
+
+    func makeCredential(
+        _ key: TestKey, token: [UInt8], platform: TestPlatform, edit: (inout MakeCredentialBuilder) -> Void = { _ in }
+    ) async throws -> (CTAPStatus, CBORValue?) {
+        try await send(key, MakeCredentialBuilder(), token: token, platform: platform, edit: edit)
     }
 
     func getAssertion(
-        _ key: TestKey,
-        token: [UInt8],
-        platform: TestPlatform,
-        edit: (inout GetAssertionBuilder) -> Void = { _ in }
+        _ key: TestKey, token: [UInt8], platform: TestPlatform, edit: (inout GetAssertionBuilder) -> Void = { _ in }
     ) async throws -> (CTAPStatus, CBORValue?) {
-        var request = GetAssertionBuilder()
-        edit(&request)
-        request.pinUvAuthProtocol = platform.version
-        request.pinUvAuthParam = platform.authenticate(key: token, request.clientDataHash)
-        return try await key.send(.getAssertion, request.cbor)
+        try await send(key, GetAssertionBuilder(), token: token, platform: platform, edit: edit)
     }
 
     @Test("a token makes a discoverable credential with UP and UV, and gets an assertion with UV and the user's names",

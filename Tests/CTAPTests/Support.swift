@@ -162,7 +162,19 @@ extension CBORValue {
     }
 }
 
-struct MakeCredentialBuilder {
+/// A request builder that carries a pinUvAuthParam over its clientDataHash.
+protocol PinUvAuthenticatedRequest {
+    /// The command the request goes with.
+    static var command: CTAPCommand { get }
+    var clientDataHash: [UInt8] { get }
+    var pinUvAuthParam: [UInt8]? { get set }
+    var pinUvAuthProtocol: Int? { get set }
+    var cbor: CBORValue { get }
+}
+
+struct MakeCredentialBuilder: PinUvAuthenticatedRequest {
+    static let command = CTAPCommand.makeCredential
+
     var clientDataHash = Array(repeating: UInt8(0xC1), count: 32)
     var rpId = "example.com"
     var rpName: String? = "Example"
@@ -198,7 +210,9 @@ struct MakeCredentialBuilder {
     }
 }
 
-struct GetAssertionBuilder {
+struct GetAssertionBuilder: PinUvAuthenticatedRequest {
+    static let command = CTAPCommand.getAssertion
+
     var rpId = "example.com"
     var clientDataHash = Array(repeating: UInt8(0xA5), count: 32)
     var allowList: [[UInt8]] = []

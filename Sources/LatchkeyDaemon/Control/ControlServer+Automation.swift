@@ -10,11 +10,8 @@ extension ControlServer {
     func addAutomationRoutes(to router: Router<BasicRequestContext>) {
         let manager = self.manager
 
-        router.put("/v1/keys/:name/user-verified") { request, context in
-            try await answer {
-                let body: UserVerifiedDocument = try await decode(request)
-                return try await manager.setUserVerified(try keyName(context), body.isUserVerified)
-            }
+        addKeyBodyRoute(router, .put, "/v1/keys/:name/user-verified") { (name, body: UserVerifiedDocument) in
+            try await manager.setUserVerified(name, body.isUserVerified)
         }
         router.get("/v1/keys/:name/user-verified") { _, context in
             try await answer {
@@ -24,11 +21,8 @@ extension ControlServer {
             }
         }
 
-        router.post("/v1/keys/:name/overrides") { request, context in
-            try await answer(status: .created) {
-                let body: OverrideRequest = try await decode(request)
-                return try await manager.addOverride(try keyName(context), body)
-            }
+        addKeyBodyRoute(router, .post, "/v1/keys/:name/overrides", status: .created) { (name, body: OverrideRequest) in
+            try await manager.addOverride(name, body)
         }
         router.get("/v1/keys/:name/overrides") { _, context in
             try await answer { try await manager.key(try keyName(context)).overrides.entries }
@@ -49,11 +43,9 @@ extension ControlServer {
                 )
             }
         }
-        router.post("/v1/keys/:name/credentials") { request, context in
-            try await answer(status: .created) {
-                let body: SeedCredentialRequest = try await decode(request)
-                return try await manager.seedCredential(try keyName(context), body)
-            }
+        addKeyBodyRoute(router, .post, "/v1/keys/:name/credentials", status: .created) {
+            (name, body: SeedCredentialRequest) in
+            try await manager.seedCredential(name, body)
         }
         router.delete("/v1/keys/:name/credentials") { _, context in
             try await answer(status: .noContent) {

@@ -19,23 +19,17 @@ extension ControlServer {
     func addExchangeRoutes(to router: Router<BasicRequestContext>) {
         let manager = self.manager
 
-        router.post("/v1/keys/:name/signals/accepted-credentials") { request, context in
-            try await answer {
-                let body: AcceptedCredentialsSignal = try await decode(request)
-                return try await manager.signalAcceptedCredentials(try keyName(context), body)
-            }
+        addKeyBodyRoute(router, .post, "/v1/keys/:name/signals/accepted-credentials") {
+            (name, body: AcceptedCredentialsSignal) in
+            try await manager.signalAcceptedCredentials(name, body)
         }
-        router.post("/v1/keys/:name/signals/current-user-details") { request, context in
-            try await answer {
-                let body: CurrentUserDetailsSignal = try await decode(request)
-                return try await manager.signalCurrentUserDetails(try keyName(context), body)
-            }
+        addKeyBodyRoute(router, .post, "/v1/keys/:name/signals/current-user-details") {
+            (name, body: CurrentUserDetailsSignal) in
+            try await manager.signalCurrentUserDetails(name, body)
         }
-        router.post("/v1/keys/:name/signals/unknown-credential") { request, context in
-            try await answer {
-                let body: UnknownCredentialSignal = try await decode(request)
-                return try await manager.signalUnknownCredential(try keyName(context), body)
-            }
+        addKeyBodyRoute(router, .post, "/v1/keys/:name/signals/unknown-credential") {
+            (name, body: UnknownCredentialSignal) in
+            try await manager.signalUnknownCredential(name, body)
         }
 
         router.post("/v1/keys/:name/export") { request, context in

@@ -107,20 +107,14 @@ struct ControlServer {
         router.get("/v1/keys/:name/pin") { _, context in
             try await answer { try await manager.pinStatus(try keyName(context)) }
         }
-        router.put("/v1/keys/:name/pin") { request, context in
-            try await answer {
-                let body: PINRequest = try await decode(request)
-                return try await manager.updatePIN(try keyName(context), body)
-            }
+        addKeyBodyRoute(router, .put, "/v1/keys/:name/pin") { (name, body: PINRequest) in
+            try await manager.updatePIN(name, body)
         }
         router.get("/v1/keys/:name/config") { _, context in
             try await answer { try await manager.configuration(try keyName(context)) }
         }
-        router.put("/v1/keys/:name/config") { request, context in
-            try await answer {
-                let body: ConfigDocument = try await decode(request)
-                return try await manager.updateConfiguration(try keyName(context), body)
-            }
+        addKeyBodyRoute(router, .put, "/v1/keys/:name/config") { (name, body: ConfigDocument) in
+            try await manager.updateConfiguration(name, body)
         }
         router.get("/v1/keys/:name/large-blobs") { _, context in
             try await answer { try await manager.largeBlobs(try keyName(context)) }
@@ -206,6 +200,23 @@ func answer(status: HTTPResponse.Status = .ok, _ body: () async throws -> some E
             ErrorDocument(error: .init(code: "bad_request", message: "invalid JSON body: \(describe(error))")),
             status: .badRequest
         )
+    }
+}
+
+/// A `method` route on `path`, which names a key: it decodes the request's body as `Body`
+/// and answers (with `status`) what `handle` returns for the key's name and the body.
+func addKeyBodyRoute<Body: Decodable, Answer: Encodable>(
+    _ router: Router<BasicRequestContext>,
+    _ method: HTTPRequest.Method,
+    _ path: RouterPath,
+    status: HTTPResponse.Status = .ok,
+    _ handle: @escaping @Sendable (KeyName, Body) async throws -> Answer
+) {
+    router.on(path, method: method) { request, context in
+        try await answer(status: status) {
+            let body: Body = try await decode(request)
+            return try await handle(try keyName(context), body)
+        }
     }
 }
 
