@@ -207,7 +207,9 @@ extension Authenticator {
             response.epAtt = true
             return response
         }
-        switch configuration.attestation {
+        // CTAP 2.2: a platform that prefers "none" to "packed" gets none.
+        let preferred = request.attestationFormatsPreference?.first { attestationFormats.contains($0) }
+        switch preferred == "none" ? .none : configuration.attestation {
         case .none:
             return MakeCredentialResponse(fmt: "none", authData: authData, attStmt: .map([]), largeBlobKey: largeBlobKey)
         case .selfAttestation:
@@ -497,13 +499,13 @@ extension Authenticator {
 
     /// The attestation statement formats makeCredential can return (CTAP 2.2
     /// §6.4 attestationFormats), the configured mode's first: "packed" for
-    /// self and batch attestation, "none" for none, which still returns
-    /// "packed" to an enterprise attestation request on a capable key.
-    /// makeCredential's attestationFormatsPreference is not read, so "none"
-    /// is not offered to a key that attests.
+    /// self and batch attestation, then "none" for a platform whose
+    /// attestationFormatsPreference puts it before "packed"; "none" for
+    /// none, which still returns "packed" to an enterprise attestation
+    /// request on a capable key.
     var attestationFormats: [String] {
         switch configuration.attestation {
-        case .selfAttestation, .batch: ["packed"]
+        case .selfAttestation, .batch: ["packed", "none"]
         case .none: enterpriseAttestationCapable ? ["none", "packed"] : ["none"]
         }
     }

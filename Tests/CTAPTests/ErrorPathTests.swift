@@ -395,7 +395,7 @@ struct ErrorPathTests {
         #expect(algorithms == [-7, -8])
         // CTAP 2.2's keys: a batch-attesting key's format, no complexity
         // policy, the 63 a 64-byte paddedNewPin allows, the config subcommands.
-        #expect(try info.required(0x16, "attestationFormats").arrayValue() == ["packed"])
+        #expect(try info.required(0x16, "attestationFormats").arrayValue() == ["packed", "none"])
         #expect(try info.required(0x1B, "pinComplexityPolicy").boolValue() == false)
         #expect(try info.required(0x1D, "maxPINLength").intValue() == 63)
         #expect(try info.required(0x1F, "authenticatorConfigCommands").arrayValue() == [2, 3])
@@ -411,7 +411,7 @@ struct ErrorPathTests {
     func getInfoAttestationFormats() async throws {
         let none = try await TestKey(attestation: .none).authenticator.getInfo()
         #expect(none.attestationFormats == ["none"])
-        #expect(try await TestKey(attestation: .selfAttestation).authenticator.getInfo().attestationFormats == ["packed"])
+        #expect(try await TestKey(attestation: .selfAttestation).authenticator.getInfo().attestationFormats == ["packed", "none"])
         let enterprise = EnterpriseAttestationTests.capableKey()
         #expect(try await enterprise.authenticator.getInfo().authenticatorConfigCommands == [1, 2, 3])
     }
