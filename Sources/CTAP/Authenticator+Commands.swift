@@ -207,7 +207,9 @@ extension Authenticator {
             response.epAtt = true
             return response
         }
-        switch configuration.attestation {
+        // CTAP 2.2: a platform that prefers "none" to "packed" gets none.
+        let preferred = request.attestationFormatsPreference?.first { attestationFormats.contains($0) }
+        switch preferred == "none" ? .none : configuration.attestation {
         case .none:
             return MakeCredentialResponse(fmt: "none", authData: authData, attStmt: .map([]), largeBlobKey: largeBlobKey)
         case .selfAttestation:
@@ -487,9 +489,25 @@ extension Authenticator {
             maxCredBlobLength: Self.maxCredBlobLength,
             maxRPIDsForSetMinPINLength: configuration.maxRPIDsForSetMinPINLength,
             remainingDiscoverableCredentials: max(0, configuration.maxDiscoverableCredentials - stored),
+            attestationFormats: attestationFormats,
             encIdentifier: identity?.identifier,
-            encCredStoreState: identity?.credentialStoreState
+            maxPINLength: PINSecret.maxByteCount,
+            encCredStoreState: identity?.credentialStoreState,
+            authenticatorConfigCommands: AuthenticatorConfigSubcommand.allCases.filter(supportsConfig).map(\.rawValue)
         )
+    }
+
+    /// The attestation statement formats makeCredential can return (CTAP 2.2
+    /// §6.4 attestationFormats), the configured mode's first: "packed" for
+    /// self and batch attestation, then "none" for a platform whose
+    /// attestationFormatsPreference puts it before "packed"; "none" for
+    /// none, which still returns "packed" to an enterprise attestation
+    /// request on a capable key.
+    var attestationFormats: [String] {
+        switch configuration.attestation {
+        case .selfAttestation, .batch: ["packed", "none"]
+        case .none: enterpriseAttestationCapable ? ["none", "packed"] : ["none"]
+        }
     }
 
     // MARK: - authenticatorReset (CTAP 2.1 §6.6)
@@ -543,8 +561,20 @@ extension Authenticator {
 /// | 0x0F | maxCredBlobLength                |
 /// | 0x10 | maxRPIDsForSetMinPINLength       |
 /// | 0x14 | remainingDiscoverableCredentials |
+/// | 0x16 | attestationFormats (CTAP 2.2)    |
 /// | 0x19 | encIdentifier (CTAP 2.2)         |
+/// | 0x1B | pinComplexityPolicy (CTAP 2.2)   |
+/// | 0x1D | maxPINLength (CTAP 2.2)          |
 /// | 0x1E | encCredStoreState (CTAP 2.2)     |
+/// | 0x1F | authenticatorConfigCommands (2.2)|
+///
+/// Left out, as their absence says what is true of latchkey (CTAP 2.2
+/// §6.4): 0x11–0x13 (no UV modality, certifications or preferred platform
+/// UV attempts: built-in UV is a consent policy, not a sensor), 0x15
+/// vendorPrototypeConfigCommands (none), 0x17 uvCountSinceLastPinEntry
+/// (optional; built-in UV has no failure count to report), 0x18
+/// longTouchForReset (absent is false), 0x1A transportsForReset (absent is
+/// every transport in 0x09) and 0x1C pinComplexityPolicyURL (no policy).
 public struct GetInfoResponse: Sendable {
     public var versions: [String]
     public var extensions: [String]
@@ -564,9 +594,18 @@ public struct GetInfoResponse: Sendable {
     public var maxCredBlobLength: Int
     public var maxRPIDsForSetMinPINLength: Int
     public var remainingDiscoverableCredentials: Int
+    /// The first is what makeCredential returns unless asked for
+    /// enterprise attestation.
+    public var attestationFormats: [String]
     /// Encrypted to the persistent pinUvAuthToken (Authenticator+PersistentToken.swift).
     public var encIdentifier: [UInt8]?
+    /// latchkey enforces no PIN complexity policy beyond minPINLength.
+    public var pinComplexityPolicy = false
+    /// In Unicode code points; a PIN is also at most that many UTF-8 bytes.
+    public var maxPINLength: Int
     public var encCredStoreState: [UInt8]?
+    /// The authenticatorConfig subcommands this key accepts.
+    public var authenticatorConfigCommands: [UInt64]
 
     /// Appends the response map.
     public func encode(into out: inout [UInt8]) {
@@ -590,9 +629,12 @@ public struct GetInfoResponse: Sendable {
             (0x0F, .int(maxCredBlobLength)),
             (0x10, .int(maxRPIDsForSetMinPINLength)),
             (0x14, .int(remainingDiscoverableCredentials)),
+            (0x16, .array(attestationFormats.map { .text($0) })),
         ]
         if let encIdentifier { entries.append((0x19, .bytes(encIdentifier))) }
+        entries += [(0x1B, .boolean(pinComplexityPolicy)), (0x1D, .int(maxPINLength))]
         if let encCredStoreState { entries.append((0x1E, .bytes(encCredStoreState))) }
+        entries.append((0x1F, .array(authenticatorConfigCommands.map { .unsigned($0) })))
         CBORValue.intMap(entries).encode(into: &out)
     }
 }

@@ -23,9 +23,7 @@ extension Authenticator {
         // attestation needs an enterprise certificate, which only keys
         // configured with one have ("ep" in getInfo), and no vendor commands
         // are defined (vendorPrototypeConfigCommands is absent).
-        guard let subCommand = AuthenticatorConfigSubcommand(rawValue: request.subCommand),
-            subCommand == .toggleAlwaysUv || subCommand == .setMinPINLength
-                || (subCommand == .enableEnterpriseAttestation && enterpriseAttestationCapable)
+        guard let subCommand = AuthenticatorConfigSubcommand(rawValue: request.subCommand), supportsConfig(subCommand)
         else { throw .invalidSubcommand }
         try authenticateConfig(request, subCommand)
         switch subCommand {
@@ -33,6 +31,16 @@ extension Authenticator {
         case .toggleAlwaysUv: try toggleAlwaysUv()
         case .setMinPINLength: try setMinPINLength(request)
         case .vendorPrototype: preconditionFailure("refused above")
+        }
+    }
+
+    /// Whether this key accepts `subCommand`; getInfo lists these as
+    /// authenticatorConfigCommands (CTAP 2.2).
+    func supportsConfig(_ subCommand: AuthenticatorConfigSubcommand) -> Bool {
+        switch subCommand {
+        case .toggleAlwaysUv, .setMinPINLength: true
+        case .enableEnterpriseAttestation: enterpriseAttestationCapable
+        case .vendorPrototype: false
         }
     }
 

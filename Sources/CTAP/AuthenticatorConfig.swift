@@ -3,7 +3,7 @@
 public import CBOR
 
 /// authenticatorConfig subCommand values (CTAP 2.1 §6.11).
-public enum AuthenticatorConfigSubcommand: UInt64, Sendable {
+public enum AuthenticatorConfigSubcommand: UInt64, Sendable, CaseIterable {
     /// enableEnterpriseAttestation (keys with an enterprise attestation certificate)
     case enableEnterpriseAttestation = 0x01
     /// toggleAlwaysUv

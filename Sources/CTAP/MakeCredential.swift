@@ -16,6 +16,7 @@ public import CBOR
 /// | 0x08 | pinUvAuthParam        | bytes |
 /// | 0x09 | pinUvAuthProtocol     | unsigned |
 /// | 0x0A | enterpriseAttestation | unsigned |
+/// | 0x0B | attestationFormatsPreference | array of text (CTAP 2.2) |
 public struct MakeCredentialRequest: Sendable {
     public var clientDataHash: [UInt8]
     public var rp: RelyingPartyEntity
@@ -27,6 +28,8 @@ public struct MakeCredentialRequest: Sendable {
     public var pinUvAuthParam: [UInt8]?
     public var pinUvAuthProtocol: UInt64?
     public var enterpriseAttestation: UInt64?
+    /// The platform's attestation statement formats, most preferred first.
+    public var attestationFormatsPreference: [String]?
 
     /// Reads the request map; a missing required key or a value of the wrong
     /// type throws.
@@ -46,6 +49,13 @@ public struct MakeCredentialRequest: Sendable {
         pinUvAuthParam = try map[int: 0x08]?.bytesValue("pinUvAuthParam")
         pinUvAuthProtocol = try map[int: 0x09]?.unsignedValue("pinUvAuthProtocol")
         enterpriseAttestation = try map[int: 0x0A]?.unsignedValue("enterpriseAttestation")
+        if let formats = map[int: 0x0B] {
+            var preference: [String] = []
+            for format in try formats.arrayValue("attestationFormatsPreference") {
+                preference.append(try format.textValue("attestation format"))
+            }
+            attestationFormatsPreference = preference
+        }
     }
 }
 

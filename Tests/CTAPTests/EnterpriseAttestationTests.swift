@@ -53,6 +53,14 @@ struct EnterpriseAttestationTests {
         }
     }
 
+    @Test("getInfo: a none key that can attest for an enterprise lists packed too, and subcommand 1")
+    func getInfoFormats() async throws {
+        let key = TestKey(attestation: .none) { $0.enterpriseAttestationIdentity = enterpriseIdentity }
+        let info = try await key.authenticator.getInfo()
+        #expect(info.attestationFormats == ["none", "packed"])
+        #expect(info.authenticatorConfigCommands == [1, 2, 3])
+    }
+
     @Test("a key without an enterprise certificate: no ep, no subcommand, INVALID_PARAMETER at makeCredential")
     func notCapable() async throws {
         let key = TestKey()

@@ -393,8 +393,26 @@ struct ErrorPathTests {
         #expect(try info.required(9, "transports").arrayValue() == ["usb"])
         let algorithms = try info.required(10, "algorithms").arrayValue().map { try $0.mapValue().required("alg").intValue() }
         #expect(algorithms == [-7, -8])
+        // CTAP 2.2's keys: a batch-attesting key's format, no complexity
+        // policy, the 63 a 64-byte paddedNewPin allows, the config subcommands.
+        #expect(try info.required(0x16, "attestationFormats").arrayValue() == ["packed", "none"])
+        #expect(try info.required(0x1B, "pinComplexityPolicy").boolValue() == false)
+        #expect(try info.required(0x1D, "maxPINLength").intValue() == 63)
+        #expect(try info.required(0x1F, "authenticatorConfigCommands").arrayValue() == [2, 3])
+        for absent in [0x11, 0x12, 0x13, 0x15, 0x17, 0x18, 0x1A, 0x1C] {
+            #expect(info[int: absent] == nil, "absent says it: \(absent)")
+        }
 
         let u2fless = try #require(try await TestKey(u2f: false).send(.getInfo).1).mapValue()
         #expect(try u2fless.required(1, "versions").arrayValue() == ["FIDO_2_0", "FIDO_2_1"])
+    }
+
+    @Test("attestationFormats is what makeCredential returns, config commands what the key accepts")
+    func getInfoAttestationFormats() async throws {
+        let none = try await TestKey(attestation: .none).authenticator.getInfo()
+        #expect(none.attestationFormats == ["none"])
+        #expect(try await TestKey(attestation: .selfAttestation).authenticator.getInfo().attestationFormats == ["packed", "none"])
+        let enterprise = EnterpriseAttestationTests.capableKey()
+        #expect(try await enterprise.authenticator.getInfo().authenticatorConfigCommands == [1, 2, 3])
     }
 }

@@ -50,6 +50,21 @@ struct MakeCredentialTests {
         #expect(made.attStmt.entries.isEmpty)
     }
 
+    @Test("attestationFormatsPreference: the first format the key supports wins (CTAP 2.2)")
+    func attestationFormatsPreference() async throws {
+        let key = TestKey()
+        for (preference, fmt) in [
+            (["tpm", "none", "packed"], "none"), (["packed", "none"], "packed"), (["tpm"], "packed"), ([], "packed"),
+        ] {
+            var request = MakeCredentialBuilder()
+            request.attestationFormatsPreference = preference
+            #expect(try await key.makeCredential(request).fmt == fmt, "\(preference)")
+        }
+        var request = MakeCredentialBuilder()
+        request.attestationFormatsPreference = ["packed"]
+        #expect(try await TestKey(attestation: .none).makeCredential(request).fmt == "none", "a none key has no packed to give")
+    }
+
     @Test("picks the first listed algorithm the key supports")
     func algorithmChoice() async throws {
         var request = MakeCredentialBuilder()

@@ -189,6 +189,7 @@ struct MakeCredentialBuilder: PinUvAuthenticatedRequest {
     var pinUvAuthParam: [UInt8]? = nil
     var pinUvAuthProtocol: Int? = nil
     var enterpriseAttestation: Int? = nil
+    var attestationFormatsPreference: [String]? = nil
     var extensions: [(String, CBORValue)] = []
 
     var cbor: CBORValue {
@@ -206,6 +207,9 @@ struct MakeCredentialBuilder: PinUvAuthenticatedRequest {
             pinUvAuthParam: pinUvAuthParam, pinUvAuthProtocol: pinUvAuthProtocol
         )
         if let enterpriseAttestation { entries.append((10, .int(enterpriseAttestation))) }
+        if let attestationFormatsPreference {
+            entries.append((11, .array(attestationFormatsPreference.map { .text($0) })))
+        }
         return .intMap(entries)
     }
 }

@@ -85,6 +85,11 @@ def test_get_info_advertises_fido_2_1_and_every_extension(device):
     assert info.max_large_blob is not None and info.max_large_blob >= 1024
     assert info.max_cred_blob_length == 32
     assert info.max_rpids_for_min_pin == 8
+    # CTAP 2.2's getInfo keys, as python-fido2 parses them.
+    assert info.attestation_formats == ["packed", "none"]
+    assert info.pin_complexity_policy is False
+    assert info.max_pin_length == 63
+    assert info.authenticator_config_commands == [2, 3], "no enterprise certificate: no subcommand 1"
 
 
 @pytest.mark.parametrize("resident_key", [False, True])
