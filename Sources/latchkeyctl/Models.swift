@@ -22,6 +22,15 @@ struct KeyInfo: Decodable {
     var uhid: UHIDInfo
     /// Absent when the key is not exported over USB/IP.
     var usbip: USBIPInfo?
+    /// What the key was created with; absent from older daemons.
+    var options: Options?
+
+    /// The key options `keys show` prints (the rest stay in `--json`).
+    struct Options: Decodable {
+        /// IANA names, in preference order.
+        var algorithms: [String]?
+        var maxDiscoverableCredentials: Int?
+    }
 
     struct UHIDInfo: Decodable {
         /// "created", "started", "opened", "closed", "unavailable" or "disabled".
@@ -57,6 +66,9 @@ struct CreateKeyRequest: Encodable {
     var hasPersistentToken: Bool?
     var hasEnterpriseAttestation: Bool?
     var enterpriseAttestationRpIds: [String]?
+    /// IANA names ("ES256", "RS256", ...), in preference order.
+    var algorithms: [String]?
+    var maxDiscoverableCredentials: Int?
 }
 
 /// A stored credential: `GET /v1/keys/{name}/credentials`.

@@ -56,6 +56,7 @@ struct ConfigurationTests {
                 product-id = 0x0407
                 attestation = "none"
                 algorithms = ["RS256", "es384", "-8"]
+                max-discoverable-credentials = 2
                 [[keys]]
                 name = "ci-2"
                 """, source: "test.toml")
@@ -78,6 +79,8 @@ struct ConfigurationTests {
         #expect(configuration.keys[0].algorithms == [.rs256, .es384, .edDSA])
         #expect(configuration.keys[1].presence == nil)
         #expect(configuration.keys[1].algorithms == COSEAlgorithm.defaultOrder)
+        #expect(configuration.keys[0].maxDiscoverableCredentials == 2)
+        #expect(configuration.keys[1].maxDiscoverableCredentials == 1000)
     }
 
     @Test("bad files are refused with a message that says where", arguments: [
@@ -94,6 +97,9 @@ struct ConfigurationTests {
         ("[[keys]]\nname = \"a\"\nalgorithms = [\"ES256\", \"es256\"]", "algorithm ES256 is listed twice"),
         ("[[keys]]\nname = \"a\"\nalgorithms = []", "algorithms lists none"),
         ("[[keys]]\nname = \"a\"\nalgorithms = [-7]", "algorithms must be a list of algorithm names"),
+        ("[[keys]]\nname = \"a\"\nmax-discoverable-credentials = 0", "(key a): max-discoverable-credentials: a limit"),
+        ("[[keys]]\nname = \"a\"\nmax-discoverable-credentials = 100001", "is 1 to 100000, not 100001"),
+        ("[[keys]]\nname = \"a\"\nmax-discoverable-credentials = \"9\"", "credentials must be an integer"),
         ("this is not toml", "not valid TOML"),
     ])
     func badFiles(text: String, message: String) {

@@ -90,7 +90,8 @@ def test_default_key_options(control, make_key):
         "hasThirdPartyPayment": True, "hasPersistentToken": True, "hasEnterpriseAttestation": False,
         "enterpriseAttestationRpIds": [],
         "algorithms": ["ES256", "EdDSA", "ES384", "RS256", "ES512", "PS256", "ES256K", "ESP256", "ESP384", "ESP512",
-                       "Ed25519"]}
+                       "Ed25519"],
+        "maxDiscoverableCredentials": 1000}
 
 
 def test_key_option_errors(control):
@@ -542,7 +543,8 @@ def test_latchkeyctl_creates_keys_with_options(latchkeyctl, control):
             "hasThirdPartyPayment": True, "hasPersistentToken": True, "hasEnterpriseAttestation": False,
             "enterpriseAttestationRpIds": [],
             "algorithms": ["ES256", "EdDSA", "ES384", "RS256", "ES512", "PS256", "ES256K", "ESP256", "ESP384",
-                           "ESP512", "Ed25519"]}
+                           "ESP512", "Ed25519"],
+            "maxDiscoverableCredentials": 1000}
         turned = latchkeyctl("keys", "user-verified", name, "off")
         assert turned.returncode == 0 and "fails" in turned.stdout, turned
         assert control.get(f"/v1/keys/{name}/user-verified") == {"isUserVerified": False}

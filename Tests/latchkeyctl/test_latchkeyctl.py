@@ -345,6 +345,24 @@ def test_keys_create_sends_the_flags(binary, daemon):
     assert daemon.only().json() == {"name": "ci-1", "uhid": False, "usbip": True}
 
 
+def test_keys_create_sends_algorithms_and_the_credential_limit(binary, daemon):
+    daemon.route("POST", "/v1/keys", Reply(201, CI_KEY))
+    result = ctl(binary, daemon, "keys", "create", "ci-1", "--algorithms", "ES256,RS256", "--algorithm", "PS256",
+                 "--max-discoverable-credentials", "25")
+    assert result.code == OK, result.err
+    assert daemon.only().json() == {"name": "ci-1", "uhid": True, "usbip": True,
+                                    "algorithms": ["ES256", "RS256", "PS256"], "maxDiscoverableCredentials": 25}
+
+
+@pytest.mark.parametrize("flags", [
+    ["--algorithms", "ES256,,RS256"], ["--algorithms", ""], ["--max-discoverable-credentials", "0"],
+    ["--max-discoverable-credentials", "many"],
+])
+def test_keys_create_refuses_bad_algorithms_and_limits(binary, daemon, flags):
+    assert ctl(binary, daemon, "keys", "create", "ci-1", *flags).code == USAGE
+    assert daemon.requests == []
+
+
 def test_keys_create_conflict_exits_1_with_the_daemons_message(binary, daemon):
     daemon.route("POST", "/v1/keys", error(409, "conflict", 'a key named "ci-1" already exists'))
     result = ctl(binary, daemon, "keys", "create", "ci-1")
@@ -366,6 +384,15 @@ def test_keys_show_and_its_fields(binary, daemon):
     for field in ("aaguid", "6c61746368206b657920766b65790001", "prompt", "/dev/hidraw3", "127.0.0.1:3240"):
         assert field in result.out
     assert ctl(binary, daemon, "keys", "show", "default", "--json").json() == DEFAULT_KEY
+
+
+def test_keys_show_prints_the_algorithms_and_the_credential_limit(binary, daemon):
+    options = {"algorithms": ["ES256", "RS256"], "maxDiscoverableCredentials": 25, "hasPrf": True}
+    daemon.route("GET", "/v1/keys/default", Reply(body={**DEFAULT_KEY, "options": options}))
+    result = ctl(binary, daemon, "keys", "show", "default")
+    assert result.code == OK, result.err
+    assert "ES256, RS256" in result.out
+    assert "25" in result.out
 
 
 KEY_NAME_GRAMMAR = "[A-Za-z0-9][A-Za-z0-9._-]{0,63}"

@@ -58,6 +58,8 @@ public struct KeyOptionsDocument: Codable, Sendable, Equatable {
     public var enterpriseAttestationRpIds: [String]
     /// The credential algorithms offered, in preference order (IANA names).
     public var algorithms: [String]
+    /// How many discoverable credentials the key holds before it is full.
+    public var maxDiscoverableCredentials: Int
 
     init(_ key: KeyConfiguration, presence: PresenceBroker) {
         `protocol` = key.protocolMode.rawValue
@@ -73,6 +75,7 @@ public struct KeyOptionsDocument: Codable, Sendable, Equatable {
         hasEnterpriseAttestation = key.enterpriseAttestation
         enterpriseAttestationRpIds = key.enterpriseAttestationRpIds
         algorithms = key.algorithms.map(\.name)
+        maxDiscoverableCredentials = key.maxDiscoverableCredentials
     }
 }
 
@@ -119,6 +122,9 @@ public struct CreateKeyRequest: Codable, Sendable {
     /// The credential algorithms to offer, in preference order: IANA names
     /// ("ES256", "RS256", ...); left out, all of them in the default order.
     public var algorithms: [String]?
+    /// How many discoverable credentials the key holds before it is full:
+    /// 1 to 100,000; left out, 1000.
+    public var maxDiscoverableCredentials: Int?
 
     public init(name: String) { self.name = name }
 

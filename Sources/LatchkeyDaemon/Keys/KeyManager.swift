@@ -146,6 +146,11 @@ actor KeyManager {
         if let names = request.algorithms, let algorithms = try? KeyConfiguration.algorithms(named: names) {
             key.algorithms = algorithms
         }
+        if let value = request.maxDiscoverableCredentials,
+            let limit = try? KeyConfiguration.discoverableCredentialLimit(value)
+        {
+            key.maxDiscoverableCredentials = limit
+        }
         return key
     }
 
@@ -194,6 +199,13 @@ actor KeyManager {
                 _ = try KeyConfiguration.algorithms(named: names)
             } catch {
                 throw .badRequest("algorithms: \(error.message)")
+            }
+        }
+        if let value = request.maxDiscoverableCredentials {
+            do throws(ConfigurationError) {
+                _ = try KeyConfiguration.discoverableCredentialLimit(value)
+            } catch {
+                throw .badRequest("maxDiscoverableCredentials: \(error.message)")
             }
         }
         if let has = request.hasUserVerification, let named = request.policy?.userVerification, has != (named != .deny) {

@@ -122,6 +122,7 @@ public final class VirtualKey: Sendable {
         engine.residentKeys = key.residentKeys
         engine.largeBlobs = key.largeBlobs
         engine.algorithms = key.algorithms
+        engine.maxDiscoverableCredentials = key.maxDiscoverableCredentials
         var extensions = Set(ExtensionIdentifier.supported)
         if !key.largeBlobs { extensions.remove(ExtensionIdentifier.largeBlobKey) }
         if !key.credBlob { extensions.remove(ExtensionIdentifier.credBlob) }

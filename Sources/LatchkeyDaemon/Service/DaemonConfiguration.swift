@@ -87,6 +87,10 @@ public struct KeyConfiguration: Sendable, Equatable {
     /// The credential algorithms offered, in preference order (getInfo
     /// algorithms; makeCredential takes the first of the RP's list offered).
     public var algorithms = COSEAlgorithm.defaultOrder
+    /// How many discoverable credentials the key holds before it refuses
+    /// another (CTAP2_ERR_KEY_STORE_FULL; getInfo's
+    /// remainingDiscoverableCredentials counts down from it).
+    public var maxDiscoverableCredentials = 1000
     /// This key's changes to the daemon's `[policy]`.
     public var policy = PolicyOverrides()
 
@@ -109,6 +113,24 @@ public struct KeyConfiguration: Sendable, Equatable {
         }
         guard !algorithms.isEmpty else { throw ConfigurationError("algorithms lists none") }
         return algorithms
+    }
+
+    /// The most discoverable credentials a key may be given. The store is
+    /// SQLite and would hold more, but getAssertion, credential management
+    /// and the control API enumerate a key's (or an RP's) credentials in
+    /// memory, and makeCredential lists an RP's to find the one it replaces:
+    /// past this a full key answers slowly rather than plainly full.
+    public static let discoverableCredentialCeiling = 100_000
+
+    /// `value` as a discoverable credential limit: 1 to
+    /// `discoverableCredentialCeiling`, else an error.
+    public static func discoverableCredentialLimit(_ value: Int) throws(ConfigurationError) -> Int {
+        guard (1...discoverableCredentialCeiling).contains(value) else {
+            throw ConfigurationError(
+                "a limit of discoverable credentials is 1 to \(discoverableCredentialCeiling), not \(value)"
+            )
+        }
+        return value
     }
 }
 
@@ -221,6 +243,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
         # enterprise-attestation = false  # ep: a certificate naming this key, once authenticatorConfig enables it
         # enterprise-attestation-rp-ids = ["corp.example"]  # RP IDs for vendor-facilitated enterprise attestation
         # algorithms = ["ES256", "EdDSA", "ES384", "RS256", "ES512", "PS256", "ES256K", "ESP256", "ESP384", "ESP512", "Ed25519"]
+        # max-discoverable-credentials = 1000  # then CTAP2_ERR_KEY_STORE_FULL; 1 to 100000
         # [keys.policy]             # any [policy] key, for this key only
         # user-verification = "deny"
         """
@@ -434,6 +457,13 @@ struct TableReader {
                 key.algorithms = try KeyConfiguration.algorithms(named: names)
             } catch {
                 throw ConfigurationError("\(path): \(error.message)")
+            }
+        }
+        if let value = try int("max-discoverable-credentials") {
+            do {
+                key.maxDiscoverableCredentials = try KeyConfiguration.discoverableCredentialLimit(value)
+            } catch {
+                throw ConfigurationError("\(path) (key \(key.name)): max-discoverable-credentials: \(error.message)")
             }
         }
     }

@@ -62,6 +62,7 @@ struct Keys: ParsableCommand {
                   latchkeyctl keys create ci-3 --presence auto --user-verification
                   latchkeyctl keys create legacy --protocol u2f-only
                   latchkeyctl keys create plain --no-resident-keys --no-large-blob --no-prf
+                  latchkeyctl keys create rsa --algorithms ES256,RS256 --max-discoverable-credentials 25
                 """
         )
 
@@ -124,9 +125,34 @@ struct Keys: ParsableCommand {
         @Option(name: .customLong("ep-rp-id"), help: "An RP ID for vendor-facilitated enterprise attestation.")
         var epRpIds: [String] = []
 
+        @Option(
+            name: [.customLong("algorithm"), .customLong("algorithms")],
+            help: ArgumentHelp(
+                "Credential algorithms to offer, in preference order (IANA names: ES256,RS256 or repeated).",
+                valueName: "names"
+            )
+        )
+        var algorithmLists: [String] = []
+
+        @Option(
+            help: ArgumentHelp("Discoverable credentials the key holds before it is full (default: 1000).", valueName: "n")
+        )
+        var maxDiscoverableCredentials: Int?
+
+        /// The `--algorithm(s)` values, comma-separated lists flattened.
+        var algorithms: [String] {
+            algorithmLists.flatMap { $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }
+        }
+
         func validate() throws {
             if let protocolName, !["ctap2.1", "u2f-only"].contains(protocolName) {
                 throw ValidationError("--protocol is ctap2.1 or u2f-only.")
+            }
+            if !algorithmLists.isEmpty, algorithms.contains(where: \.isEmpty) {
+                throw ValidationError("--algorithms takes algorithm names separated by commas, none empty.")
+            }
+            if let maxDiscoverableCredentials, maxDiscoverableCredentials < 1 {
+                throw ValidationError("--max-discoverable-credentials is a positive number.")
             }
         }
 
@@ -144,6 +170,8 @@ struct Keys: ParsableCommand {
             body.hasPersistentToken = persistentToken
             body.hasEnterpriseAttestation = enterpriseAttestation
             if !epRpIds.isEmpty { body.enterpriseAttestationRpIds = epRpIds }
+            if !algorithmLists.isEmpty { body.algorithms = algorithms }
+            body.maxDiscoverableCredentials = maxDiscoverableCredentials
             let response = try global.client().post(ControlPath.keys, json: body)
             try global.show(response, as: KeyInfo.self) { key in
                 "Created key \(key.name.quoted).\n\n" + KeyTable.fields(key)

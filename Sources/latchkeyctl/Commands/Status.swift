@@ -56,6 +56,12 @@ enum KeyTable {
         ]
         if let error = key.uhid.error { fields.append(("uhid error", error)) }
         fields.append(("usbip", Format.usbip(key.usbip)))
+        if let algorithms = key.options?.algorithms {
+            fields.append(("algorithms", algorithms.joined(separator: ", ")))
+        }
+        if let limit = key.options?.maxDiscoverableCredentials {
+            fields.append(("max discoverable", String(limit)))
+        }
         return Table.fields(fields)
     }
 }
