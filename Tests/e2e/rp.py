@@ -124,7 +124,9 @@ def authenticate(client: Fido2Client, server: Fido2Server, credentials: list[Att
         sign_count=response.response.authenticator_data.counter, count=len(assertions))
 
 
-ALGORITHMS = {"ES256": ES256.ALGORITHM, "EdDSA": EdDSA.ALGORITHM}
+# IANA name to COSE id, for the algorithms the tests name.
+ALGORITHMS = {"ES256": ES256.ALGORITHM, "EdDSA": EdDSA.ALGORITHM, "ES384": -35, "ES512": -36, "PS256": -37,
+              "RS256": -257, "ES256K": -47}
 
 
 def key_algorithm(credential: AttestedCredentialData) -> int:

@@ -177,7 +177,7 @@ def import_(control, name: str, document, passphrase: str | None = None, expect=
     return control.post(f"/v1/keys/{name}/import", body, expect=expect)
 
 
-@pytest.mark.parametrize("algorithm", ["ES256", "EdDSA"])
+@pytest.mark.parametrize("algorithm", ["ES256", "EdDSA", "ES384", "ES512", "ES256K", "RS256", "PS256"])
 def test_export_then_import_signs_for_the_original_public_key(make, control, algorithm):
     source, target = make(), make()
     server = rp.make_server(rp.ALGORITHMS[algorithm])
