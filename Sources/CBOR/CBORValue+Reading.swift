@@ -21,6 +21,18 @@ extension CBORValue {
         return items
     }
 
+    /// The value as an array of text strings; `element` names a member that is not one.
+    public func textArrayValue(
+        _ what: @autoclosure () -> String,
+        element: @autoclosure () -> String
+    ) throws(CBORError) -> [String] {
+        var texts: [String] = []
+        for item in try arrayValue(what()) {
+            texts.append(try item.textValue(element()))
+        }
+        return texts
+    }
+
     /// The value as a map.
     public func mapValue(_ what: @autoclosure () -> String = "value") throws(CBORError) -> CBORMap {
         guard case .map(let entries) = self else { throw typeError(what(), "map") }

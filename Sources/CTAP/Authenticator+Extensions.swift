@@ -121,11 +121,7 @@ extension Authenticator {
             })
         else { return [] }
         do throws(CBORError) {
-            var rpIds: [String] = []
-            for value in try CBORDecoder().decode(encoded).arrayValue("minPinLengthRPIDs") {
-                rpIds.append(try value.textValue("minPinLengthRPIDs[]"))
-            }
-            return rpIds
+            return try CBORDecoder().decode(encoded).textArrayValue("minPinLengthRPIDs", element: "minPinLengthRPIDs[]")
         } catch {
             diagnostics?("stored minPinLengthRPIDs: \(error)")
             throw .other

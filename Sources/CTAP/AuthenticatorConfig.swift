@@ -53,13 +53,8 @@ public struct AuthenticatorConfigRequest: Sendable {
             // keys mean nothing and are not read.
             if subCommand == AuthenticatorConfigSubcommand.setMinPINLength.rawValue {
                 newMinPINLength = try paramsMap[int: 0x01]?.unsignedValue("newMinPINLength")
-                if let ids = paramsMap[int: 0x02] {
-                    var rpIds: [String] = []
-                    for id in try ids.arrayValue("minPinLengthRPIDs") {
-                        rpIds.append(try id.textValue("minPinLengthRPIDs[]"))
-                    }
-                    minPinLengthRPIDs = rpIds
-                }
+                minPinLengthRPIDs = try paramsMap[int: 0x02]?
+                    .textArrayValue("minPinLengthRPIDs", element: "minPinLengthRPIDs[]")
                 forceChangePin = try paramsMap[int: 0x03]?.boolValue("forceChangePin")
             }
         }

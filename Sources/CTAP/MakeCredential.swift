@@ -49,13 +49,8 @@ public struct MakeCredentialRequest: Sendable {
         pinUvAuthParam = try map[int: 0x08]?.bytesValue("pinUvAuthParam")
         pinUvAuthProtocol = try map[int: 0x09]?.unsignedValue("pinUvAuthProtocol")
         enterpriseAttestation = try map[int: 0x0A]?.unsignedValue("enterpriseAttestation")
-        if let formats = map[int: 0x0B] {
-            var preference: [String] = []
-            for format in try formats.arrayValue("attestationFormatsPreference") {
-                preference.append(try format.textValue("attestation format"))
-            }
-            attestationFormatsPreference = preference
-        }
+        attestationFormatsPreference = try map[int: 0x0B]?
+            .textArrayValue("attestationFormatsPreference", element: "attestation format")
     }
 }
 

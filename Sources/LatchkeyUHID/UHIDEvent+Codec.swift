@@ -139,11 +139,9 @@ extension UHIDEvent {
         case .output:
             typealias L = UHIDEventLayout.Output
             try reader.require(L.end, "UHID_OUTPUT")
-            let size = Int(reader.integer(at: L.size) as UInt16)
-            try reader.checkDataCount(size, "UHID_OUTPUT")
             self = .output(
                 UHIDOutputRequest(
-                    data: reader.bytes(at: L.data, count: size),
+                    data: try reader.data(at: L.data, sizeAt: L.size, "UHID_OUTPUT"),
                     rtype: UHIDReportType(rawValue: reader.integer(at: L.rtype))
                 )
             )
@@ -162,29 +160,23 @@ extension UHIDEvent {
         case .getReportReply:
             typealias L = UHIDEventLayout.GetReportReply
             try reader.require(L.data, "UHID_GET_REPORT_REPLY")
-            let size = Int(reader.integer(at: L.size) as UInt16)
-            try reader.checkDataCount(size, "UHID_GET_REPORT_REPLY")
-            try reader.require(L.data + size, "the data of UHID_GET_REPORT_REPLY")
             self = .getReportReply(
                 UHIDGetReportReply(
                     id: reader.integer(at: L.id),
                     err: reader.integer(at: L.err),
-                    data: reader.bytes(at: L.data, count: size)
+                    data: try reader.data(at: L.data, sizeAt: L.size, "UHID_GET_REPORT_REPLY")
                 )
             )
 
         case .setReport:
             typealias L = UHIDEventLayout.SetReport
             try reader.require(L.data, "UHID_SET_REPORT")
-            let size = Int(reader.integer(at: L.size) as UInt16)
-            try reader.checkDataCount(size, "UHID_SET_REPORT")
-            try reader.require(L.data + size, "the data of UHID_SET_REPORT")
             self = .setReport(
                 UHIDSetReportRequest(
                     id: reader.integer(at: L.id),
                     rnum: reader.integer(at: L.rnum),
                     rtype: UHIDReportType(rawValue: reader.integer(at: L.rtype)),
-                    data: reader.bytes(at: L.data, count: size)
+                    data: try reader.data(at: L.data, sizeAt: L.size, "UHID_SET_REPORT")
                 )
             )
 
@@ -198,10 +190,7 @@ extension UHIDEvent {
         case .input2:
             typealias L = UHIDEventLayout.Input2
             try reader.require(L.data, "UHID_INPUT2")
-            let size = Int(reader.integer(at: L.size) as UInt16)
-            try reader.checkDataCount(size, "UHID_INPUT2")
-            try reader.require(L.data + size, "the data of UHID_INPUT2")
-            self = .input2(reader.bytes(at: L.data, count: size))
+            self = .input2(try reader.data(at: L.data, sizeAt: L.size, "UHID_INPUT2"))
 
         case .create2:
             typealias L = UHIDEventLayout.Create2
@@ -320,13 +309,6 @@ private struct EventReader {
         }
     }
 
-    /// Throws `.invalidEvent` for a size field above UHID_DATA_MAX.
-    func checkDataCount(_ count: Int, _ what: String) throws(UHIDError) {
-        guard count <= UHIDEventLayout.dataMax else {
-            throw UHIDError(.invalidEvent, "\(what) size \(count) exceeds UHID_DATA_MAX (4096)")
-        }
-    }
-
     func integer<T: FixedWidthInteger>(at offset: Int) -> T {
         var value = T.zero
         withUnsafeMutableBytes(of: &value) { raw in
@@ -337,6 +319,18 @@ private struct EventReader {
 
     func bytes(at offset: Int, count: Int) -> [UInt8] {
         Array(bytes[offset..<(offset + count)])
+    }
+
+    /// `data[..<size]` of a payload whose `__u16 size` is at `sizeOffset`
+    /// (the reader of `EventWriter.putData`): throws when the size is above
+    /// UHID_DATA_MAX or the event ends before the data does.
+    func data(at offset: Int, sizeAt sizeOffset: Int, _ what: String) throws(UHIDError) -> [UInt8] {
+        let size = Int(integer(at: sizeOffset) as UInt16)
+        guard size <= UHIDEventLayout.dataMax else {
+            throw UHIDError(.invalidEvent, "\(what) size \(size) exceeds UHID_DATA_MAX (4096)")
+        }
+        try require(offset + size, "the data of \(what)")
+        return bytes(at: offset, count: size)
     }
 
     /// A NUL-padded char array: the bytes before the first NUL (all of them

@@ -78,6 +78,22 @@ struct ByteReader {
     }
 }
 
+/// A message read field by field from a `ByteReader`: the stream decoders read it
+/// from a buffer that holds more, the whole-message `init(bytes:)`s from exactly its bytes.
+protocol ByteReadable {
+    init(reader: inout ByteReader) throws(USBIPError)
+}
+
+extension ByteReadable {
+    /// Reads one message that must take every byte of `bytes`; `what` names it in the
+    /// error when bytes are left over.
+    init(wholeMessage bytes: [UInt8], _ what: StaticString) throws(USBIPError) {
+        var reader = ByteReader(bytes)
+        try self.init(reader: &reader)
+        try reader.expectEnd(what)
+    }
+}
+
 extension Array where Element == UInt8 {
     mutating func appendBigEndian(_ value: UInt16) {
         append(UInt8(truncatingIfNeeded: value >> 8))

@@ -66,7 +66,7 @@ func appendOperationHeader(_ code: USBIPOperationCode, status: UInt32, to bytes:
 ///
 /// (Offsets relative to the record; the spec gives them from the message start, 0x0C or 0x08
 /// earlier.) All multi-byte fields are big-endian.
-public struct USBIPUSBDevice: USBIPWireMessage {
+public struct USBIPUSBDevice: USBIPWireMessage, ByteReadable {
     /// The device's path on the exporting host, below 256 UTF-8 bytes.
     public var path: String
     /// The bus id the client names in OP_REQ_IMPORT, below 32 UTF-8 bytes.
@@ -132,9 +132,7 @@ public struct USBIPUSBDevice: USBIPWireMessage {
 
     /// Decodes exactly one 312-byte record.
     public init(bytes: [UInt8]) throws(USBIPError) {
-        var reader = ByteReader(bytes)
-        try self.init(reader: &reader)
-        try reader.expectEnd("a device record")
+        try self.init(wholeMessage: bytes, "a device record")
     }
 
     init(reader: inout ByteReader) throws(USBIPError) {
@@ -181,7 +179,7 @@ public struct USBIPUSBDevice: USBIPWireMessage {
 /// | 1 | 1 | bInterfaceSubClass |
 /// | 2 | 1 | bInterfaceProtocol |
 /// | 3 | 1 | padding byte for alignment, shall be set to zero |
-public struct USBIPUSBInterface: USBIPWireMessage {
+public struct USBIPUSBInterface: USBIPWireMessage, ByteReadable {
     /// The interface class (USB 2.0 §9.6.5); 3 for HID.
     public var bInterfaceClass: UInt8
     /// The interface subclass (USB 2.0 §9.6.5).
@@ -198,9 +196,7 @@ public struct USBIPUSBInterface: USBIPWireMessage {
 
     /// Decodes exactly one 4-byte record; the padding byte is ignored.
     public init(bytes: [UInt8]) throws(USBIPError) {
-        var reader = ByteReader(bytes)
-        try self.init(reader: &reader)
-        try reader.expectEnd("an interface record")
+        try self.init(wholeMessage: bytes, "an interface record")
     }
 
     init(reader: inout ByteReader) throws(USBIPError) {
@@ -226,7 +222,7 @@ public struct USBIPUSBInterface: USBIPWireMessage {
 ///
 /// The message has no fields of its own: the version is the only one latchkey speaks, and
 /// the unused status is written as 0 and ignored when read.
-public struct USBIPOpReqDevlist: USBIPWireMessage {
+public struct USBIPOpReqDevlist: USBIPWireMessage, ByteReadable {
     /// The 8-byte message's length.
     public static let size = 8
 
@@ -235,9 +231,7 @@ public struct USBIPOpReqDevlist: USBIPWireMessage {
 
     /// Decodes exactly one request.
     public init(bytes: [UInt8]) throws(USBIPError) {
-        var reader = ByteReader(bytes)
-        try self.init(reader: &reader)
-        try reader.expectEnd("OP_REQ_DEVLIST")
+        try self.init(wholeMessage: bytes, "OP_REQ_DEVLIST")
     }
 
     init(reader: inout ByteReader) throws(USBIPError) {
@@ -357,7 +351,7 @@ public struct USBIPOpRepDevlist: USBIPWireMessage {
 /// | 2 | 2 | 0x8003 | command code |
 /// | 4 | 4 | 0x00000000 | status: unused, shall be set to 0 |
 /// | 8 | 32 | | busid: the exported device's bus id, zero-terminated, zero-filled |
-public struct USBIPOpReqImport: USBIPWireMessage {
+public struct USBIPOpReqImport: USBIPWireMessage, ByteReadable {
     /// The 40-byte message's length.
     public static let size = 40
 
@@ -371,9 +365,7 @@ public struct USBIPOpReqImport: USBIPWireMessage {
 
     /// Decodes exactly one request.
     public init(bytes: [UInt8]) throws(USBIPError) {
-        var reader = ByteReader(bytes)
-        try self.init(reader: &reader)
-        try reader.expectEnd("OP_REQ_IMPORT")
+        try self.init(wholeMessage: bytes, "OP_REQ_IMPORT")
     }
 
     init(reader: inout ByteReader) throws(USBIPError) {
@@ -398,7 +390,7 @@ public struct USBIPOpReqImport: USBIPWireMessage {
 /// | 8 | 312 | | only when status is 0: the imported device, a ``USBIPUSBDevice`` record |
 ///
 /// The client checks that the record's busid is the one it asked for (usbip_attach.c).
-public struct USBIPOpRepImport: USBIPWireMessage {
+public struct USBIPOpRepImport: USBIPWireMessage, ByteReadable {
     /// The reply's status.
     public var status: USBIPOperationStatus
     /// The imported device; present exactly when `status` is ``USBIPOperationStatus/ok``.
@@ -420,9 +412,7 @@ public struct USBIPOpRepImport: USBIPWireMessage {
 
     /// Decodes exactly one reply.
     public init(bytes: [UInt8]) throws(USBIPError) {
-        var reader = ByteReader(bytes)
-        try self.init(reader: &reader)
-        try reader.expectEnd("OP_REP_IMPORT")
+        try self.init(wholeMessage: bytes, "OP_REP_IMPORT")
     }
 
     init(reader: inout ByteReader) throws(USBIPError) {
@@ -449,7 +439,7 @@ public struct USBIPOpRepImport: USBIPWireMessage {
 ///
 /// usbip's own clients read this header before anything else and stop at a status other
 /// than 0 (`usbip_net_recv_op_common`), so the header alone is a whole answer to any request.
-public struct USBIPOpRepStatus: USBIPWireMessage {
+public struct USBIPOpRepStatus: USBIPWireMessage, ByteReadable {
     /// The reply code: a request's code with the request bit clear.
     public var code: UInt16
     /// The reply's status; never ``USBIPOperationStatus/ok``.
@@ -466,9 +456,7 @@ public struct USBIPOpRepStatus: USBIPWireMessage {
 
     /// Decodes exactly one 8-byte header whose code is a reply's and whose status is not 0.
     public init(bytes: [UInt8]) throws(USBIPError) {
-        var reader = ByteReader(bytes)
-        try self.init(reader: &reader)
-        try reader.expectEnd("a reply header")
+        try self.init(wholeMessage: bytes, "a reply header")
     }
 
     init(reader: inout ByteReader) throws(USBIPError) {

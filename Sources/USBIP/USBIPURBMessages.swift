@@ -349,7 +349,7 @@ public struct USBIPRetSubmit: USBIPWireMessage {
 /// | 0x18 | 24 | padding, shall be set to 0 |
 ///
 /// Decoding ignores the padding, and the direction and ep, which no server needs.
-public struct USBIPCmdUnlink: USBIPWireMessage {
+public struct USBIPCmdUnlink: USBIPWireMessage, ByteReadable {
     /// This request's own sequence number, which the reply echoes.
     public var seqnum: UInt32
     /// The target device: `(busnum << 16) | devnum`.
@@ -372,9 +372,7 @@ public struct USBIPCmdUnlink: USBIPWireMessage {
 
     /// Decodes exactly one 48-byte request.
     public init(bytes: [UInt8]) throws(USBIPError) {
-        var reader = ByteReader(bytes)
-        try self.init(reader: &reader)
-        try reader.expectEnd("USBIP_CMD_UNLINK")
+        try self.init(wholeMessage: bytes, "USBIP_CMD_UNLINK")
     }
 
     init(reader: inout ByteReader) throws(USBIPError) {
@@ -407,7 +405,7 @@ public struct USBIPCmdUnlink: USBIPWireMessage {
 /// For an URB that had already completed the spec and Linux's stub answer 0; latchkey
 /// answers -ENOENT, as the URB API does for an URB it cannot find (vhci-hcd reads the status
 /// only when it still holds the URB, so both mean the same to it).
-public struct USBIPRetUnlink: USBIPWireMessage {
+public struct USBIPRetUnlink: USBIPWireMessage, ByteReadable {
     /// The seqnum of the USBIP_CMD_UNLINK answered.
     public var seqnum: UInt32
     /// `devid`; 0 from a server.
@@ -430,9 +428,7 @@ public struct USBIPRetUnlink: USBIPWireMessage {
 
     /// Decodes exactly one 48-byte reply.
     public init(bytes: [UInt8]) throws(USBIPError) {
-        var reader = ByteReader(bytes)
-        try self.init(reader: &reader)
-        try reader.expectEnd("USBIP_RET_UNLINK")
+        try self.init(wholeMessage: bytes, "USBIP_RET_UNLINK")
     }
 
     init(reader: inout ByteReader) throws(USBIPError) {

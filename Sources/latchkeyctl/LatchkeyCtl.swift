@@ -129,6 +129,15 @@ struct GlobalOptions: ParsableArguments {
         }
     }
 
+    /// GETs the document at `path` and prints it as `show` does.
+    func showDocument<Body: Decodable>(
+        at path: String,
+        as type: Body.Type,
+        _ render: (Body) -> String
+    ) throws(CtlError) {
+        try show(try client().get(path), as: type, render)
+    }
+
     /// Prints `message` unless `--json` (a 204 answer has no JSON to print).
     func say(_ message: String) {
         if !json { print(message) }

@@ -80,25 +80,30 @@ struct ResponseAssemblerTests {
         #expect(assembler.receive(rawReport(channel: 1, [0])) == .error)
     }
 
+    /// The packets of a 200-byte CBOR message on channel 1.
+    private let messageReports = CTAPHIDPacketizer.fragment(channel: 1, command: .cbor, payload: pattern(200))
+
+    /// An assembler that has taken the first of `messageReports`.
+    private func assemblerMidMessage() -> CTAPHIDResponseAssembler {
+        var assembler = CTAPHIDResponseAssembler()
+        #expect(assembler.receive(messageReports[0]) == nil)
+        return assembler
+    }
+
     @Test("rejects a continuation packet out of sequence or from another channel")
     func badContinuation() {
-        let reports = CTAPHIDPacketizer.fragment(channel: 1, command: .cbor, payload: pattern(200))
-        var assembler = CTAPHIDResponseAssembler()
-        #expect(assembler.receive(reports[0]) == nil)
-        #expect(assembler.receive(reports[2]) == .error)
+        var assembler = assemblerMidMessage()
+        #expect(assembler.receive(messageReports[2]) == .error)
         #expect(!assembler.isAssembling)
 
-        var other = CTAPHIDResponseAssembler()
-        #expect(other.receive(reports[0]) == nil)
+        var other = assemblerMidMessage()
         #expect(other.receive(rawReport(channel: 2, [0])) == .error)
     }
 
     @Test("rejects an initialization packet in the middle of a message")
     func initializationMidMessage() {
-        let reports = CTAPHIDPacketizer.fragment(channel: 1, command: .cbor, payload: pattern(200))
-        var assembler = CTAPHIDResponseAssembler()
-        #expect(assembler.receive(reports[0]) == nil)
-        #expect(assembler.receive(reports[0]) == .error)
+        var assembler = assemblerMidMessage()
+        #expect(assembler.receive(messageReports[0]) == .error)
     }
 
     @Test("rejects unknown commands, lengths over 7609 and reports under 5 bytes")

@@ -31,8 +31,10 @@ struct Credentials: ParsableCommand {
         @OptionGroup var key: KeyOption
 
         func run() throws {
-            let response = try global.client().get(ControlPath.credentials(key: key.key))
-            try global.show(response, as: [CredentialInfo].self) { credentials in
+            try global.showDocument(
+                at: ControlPath.credentials(key: key.key),
+                as: [CredentialInfo].self
+            ) { credentials in
                 guard !credentials.isEmpty else { return "No credentials on key \(key.key.quoted)." }
                 var table = Table("ID", "RP", "USER", "DISPLAY NAME", "ALG", "PROTECT")
                 for credential in credentials {

@@ -35,8 +35,7 @@ struct Keys: ParsableCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() throws {
-            let response = try global.client().get(ControlPath.keys)
-            try global.show(response, as: [KeyInfo].self) { keys in
+            try global.showDocument(at: ControlPath.keys, as: [KeyInfo].self) { keys in
                 keys.isEmpty ? "No keys." : KeyTable.render(keys)
             }
         }
@@ -195,8 +194,7 @@ struct Keys: ParsableCommand {
         var name: KeyName
 
         func run() throws {
-            let response = try global.client().get(ControlPath.key(name))
-            try global.show(response, as: KeyInfo.self, KeyTable.fields)
+            try global.showDocument(at: ControlPath.key(name), as: KeyInfo.self, KeyTable.fields)
         }
     }
 

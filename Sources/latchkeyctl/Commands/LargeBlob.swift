@@ -39,8 +39,7 @@ struct LargeBlob: ParsableCommand {
         var key: KeyName
 
         func run() throws {
-            let response = try global.client().get(ControlPath.largeBlobs(key: key))
-            try global.show(response, as: LargeBlobsInfo.self) { blobs in
+            try global.showDocument(at: ControlPath.largeBlobs(key: key), as: LargeBlobsInfo.self) { blobs in
                 let used = blobs.serializedSize <= 17 ? " (empty)" : ""
                 return Table.fields([
                     ("key", key.rawValue),

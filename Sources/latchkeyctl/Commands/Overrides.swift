@@ -63,8 +63,7 @@ struct Overrides: ParsableCommand {
         @OptionGroup var key: KeyOption
 
         func run() throws {
-            let response = try global.client().get(ControlPath.key(key.key) + "/overrides")
-            try global.show(response, as: [OverrideInfo].self) { entries in
+            try global.showDocument(at: ControlPath.key(key.key) + "/overrides", as: [OverrideInfo].self) { entries in
                 guard !entries.isEmpty else { return "No overrides queued on key \(key.key.quoted)." }
                 var table = Table("ID", "ACTION", "REMAINING", "OPERATIONS")
                 for entry in entries {

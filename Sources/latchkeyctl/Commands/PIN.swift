@@ -68,8 +68,9 @@ struct Pin: ParsableCommand {
         var key: KeyName = "default"
 
         func run() throws {
-            let response = try global.client().get(ControlPath.pin(key: key))
-            try global.show(response, as: PINInfo.self) { Pin.render($0, key: key.rawValue) }
+            try global.showDocument(at: ControlPath.pin(key: key), as: PINInfo.self) {
+                Pin.render($0, key: key.rawValue)
+            }
         }
     }
 

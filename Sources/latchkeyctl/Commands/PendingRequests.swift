@@ -133,6 +133,19 @@ struct DecisionOptions: ParsableArguments {
         if id != nil && oldest { throw ValidationError("Give an ID or --oldest, not both.") }
     }
 
+    /// The help text of `approve` and `deny`: how the request is chosen (`verb`
+    /// is "approves" or "denies"), then `examples`.
+    static func discussion(_ verb: String, examples: String) -> String {
+        """
+        Without an ID, \(verb) the only pending request; when several are \
+        pending, give the ID or --oldest. Exits 4 when nothing is pending (or \
+        the ID is not), after --wait if given.
+
+        Examples:
+        \(examples)
+        """
+    }
+
     /// Answers one pending request and prints the outcome.
     func decide(approve: Bool, global: GlobalOptions, pending: PendingOptions) throws(CtlError) {
         let client = global.client()
@@ -194,17 +207,15 @@ struct DecisionOptions: ParsableArguments {
 struct Approve: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Approve a pending presence request (as if the key were touched).",
-        discussion: """
-            Without an ID, approves the only pending request; when several are \
-            pending, give the ID or --oldest. Exits 4 when nothing is pending (or \
-            the ID is not), after --wait if given.
-
-            Examples:
-              latchkeyctl approve
-              latchkeyctl approve p-7
-              latchkeyctl approve --oldest --key ci-1
-              latchkeyctl approve --wait 10        # in a CI rig, before the browser asks
-            """
+        discussion: DecisionOptions.discussion(
+            "approves",
+            examples: """
+                  latchkeyctl approve
+                  latchkeyctl approve p-7
+                  latchkeyctl approve --oldest --key ci-1
+                  latchkeyctl approve --wait 10        # in a CI rig, before the browser asks
+                """
+        )
     )
 
     @OptionGroup var global: GlobalOptions
@@ -219,16 +230,14 @@ struct Approve: ParsableCommand {
 struct Deny: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Deny a pending presence request.",
-        discussion: """
-            Without an ID, denies the only pending request; when several are \
-            pending, give the ID or --oldest. Exits 4 when nothing is pending (or \
-            the ID is not), after --wait if given.
-
-            Examples:
-              latchkeyctl deny
-              latchkeyctl deny p-7
-              latchkeyctl deny --wait 10 --key ci-1
-            """
+        discussion: DecisionOptions.discussion(
+            "denies",
+            examples: """
+                  latchkeyctl deny
+                  latchkeyctl deny p-7
+                  latchkeyctl deny --wait 10 --key ci-1
+                """
+        )
     )
 
     @OptionGroup var global: GlobalOptions

@@ -132,8 +132,9 @@ struct Policy: ParsableCommand {
         @OptionGroup var key: KeyOption
 
         func run() throws {
-            let response = try global.client().get(ControlPath.policy(key: key.key))
-            try global.show(response, as: PolicyInfo.self) { Policy.render($0, key: key.key.rawValue) }
+            try global.showDocument(at: ControlPath.policy(key: key.key), as: PolicyInfo.self) {
+                Policy.render($0, key: key.key.rawValue)
+            }
         }
     }
 
@@ -235,8 +236,10 @@ struct Policy: ParsableCommand {
         }
 
         func run() throws {
-            let response = try global.client().get(ControlPath.decisions(key: key.key, limit: count))
-            try global.show(response, as: [PolicyDecisionInfo].self) { decisions in
+            try global.showDocument(
+                at: ControlPath.decisions(key: key.key, limit: count),
+                as: [PolicyDecisionInfo].self
+            ) { decisions in
                 guard !decisions.isEmpty else { return "No decisions recorded for key \(key.key.quoted) yet." }
                 return decisions.map { decision in
                     var what = decision.operation

@@ -40,8 +40,9 @@ struct Presence: ParsableCommand {
         @OptionGroup var key: KeyOption
 
         func run() throws {
-            let response = try global.client().get(ControlPath.presence(key: key.key))
-            try global.show(response, as: PresenceSettings.self) { Presence.render($0, key: key.key.rawValue) }
+            try global.showDocument(at: ControlPath.presence(key: key.key), as: PresenceSettings.self) {
+                Presence.render($0, key: key.key.rawValue)
+            }
         }
     }
 

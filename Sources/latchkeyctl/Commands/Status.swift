@@ -15,8 +15,7 @@ struct Status: ParsableCommand {
     @OptionGroup var global: GlobalOptions
 
     func run() throws {
-        let response = try global.client().get(ControlPath.status)
-        try global.show(response, as: StatusInfo.self) { status in
+        try global.showDocument(at: ControlPath.status, as: StatusInfo.self) { status in
             let keys = status.keys.count == 1 ? "1 key" : "\(status.keys.count) keys"
             let summary =
                 "latchkeyd \(Sanitize.inline(status.version)), up \(Format.uptime(seconds: status.uptimeSeconds)), \(keys)"
