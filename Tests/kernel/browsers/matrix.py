@@ -16,6 +16,9 @@ one browser session, prints READY, then reads commands on stdin, one a line:
           allowList get           allowCredentials [the non-discoverable one], uv preferred
           usernameless get        no allowCredentials, uv required: must pick the
                                   discoverable credential and return its user handle
+        With MODE "uv", two more cells: an RP that accepts only RS256, then one that
+        accepts only ES384 (pubKeyCredParams of that one algorithm): the browser
+        registers a non-discoverable credential of it and signs in with it.
         Every result goes through Fido2Server (register_complete with the packed
         attestation's signature, authenticate_complete); the credential carries AAGUID;
         the flags are UP=1 UV=1 BE=0 BS=0; credProps.rk says what was asked; each
@@ -46,6 +49,8 @@ from fido2.webauthn import (
     AttestationObject,
     AuthenticatorAttachment,
     AuthenticatorData,
+    PublicKeyCredentialParameters,
+    PublicKeyCredentialType,
     ResidentKeyRequirement,
     UserVerificationRequirement,
 )
@@ -171,6 +176,26 @@ class Session:
         return (f"{result['ms']} ms in the page, {flags}, sign count {before} -> {auth_data.counter}"
                 f"{', user handle returned' if not allow else ''}, {prompts}")
 
+    def one_algorithm(self, name: str, alg: int) -> str:
+        """Register with an RP that accepts only `alg`, then sign in with that credential."""
+        server = rp.make_server(RP_ID)
+        server.allowed_algorithms = [a for a in server.allowed_algorithms if a.alg == alg] or \
+            [PublicKeyCredentialParameters(type=PublicKeyCredentialType.PUBLIC_KEY, alg=alg)]
+        user = rp.new_user(f"{self.browser.name}-{name.lower()}")
+        options, state = server.register_begin(
+            user, resident_key_requirement=ResidentKeyRequirement.DISCOURAGED, user_verification=PREFERRED,
+            authenticator_attachment=AuthenticatorAttachment.CROSS_PLATFORM)
+        params = [p["alg"] for p in dict(options)["publicKey"]["pubKeyCredParams"]]
+        assert params == [alg], f"the RP offers {params}, not only {alg}"
+        created = self.request(options, "create")
+        credential = server.register_complete(state, created["credential"]).credential_data
+        assert credential is not None and credential.public_key.ALGORITHM == alg, \
+            f"the credential's key is {getattr(credential, 'public_key', None)!r}, not alg {alg}"
+        options, state = server.authenticate_begin([credential], user_verification=PREFERRED)
+        got = self.request(options, "get")
+        server.authenticate_complete(state, [credential], got["credential"])
+        return f"{name} credential made in {created['ms']} ms and used in {got['ms']} ms, {self.prompts()}"
+
     def run(self) -> int:
         t = time.monotonic()
         self.mark = self.browser.log.mark()
@@ -181,7 +206,12 @@ class Session:
                   "non-discoverable create")
         self.cell("usernameless get", lambda: self.get("usernameless get", None, "discoverable create"),
                   "discoverable create")
-        log(f"{self.prefix}: {self.passed}/4 cells passed in {time.monotonic() - t:.1f} s")
+        cells = 4
+        if self.mode == "uv":
+            for name, alg in (("RS256", -257), ("ES384", -35)):
+                self.cell(f"{name}-only RP create + get", lambda: self.one_algorithm(name, alg))
+            cells += 2
+        log(f"{self.prefix}: {self.passed}/{cells} cells passed in {time.monotonic() - t:.1f} s")
         return self.passed
 
 
