@@ -44,6 +44,8 @@ let package = Package(
         .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
         // latchkeyctl's HTTP client on the control socket (http+unix).
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        // ML-DSA-65/87 (BoringSSL), which Debian 12's OpenSSL 3.0 lacks.
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     ],
     targets: [
         // System libraries.
@@ -85,8 +87,12 @@ let package = Package(
         // Transports: the kernel's uhid device (system calls live here and in the daemon).
         .target(name: "LatchkeyUHID", dependencies: ["CLinuxHID", "LatchkeySystem"], swiftSettings: strict),
 
-        // Crypto over OpenSSL libcrypto.
-        .target(name: "LatchkeyCrypto", dependencies: ["COpenSSL", "LatchkeyErrors"], swiftSettings: strict),
+        // Crypto over OpenSSL libcrypto, and swift-crypto for ML-DSA alone.
+        .target(
+            name: "LatchkeyCrypto",
+            dependencies: ["COpenSSL", "LatchkeyErrors", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: strict
+        ),
 
         // Durable credential store (SQLite through GRDB).
         .target(
@@ -163,6 +169,7 @@ let package = Package(
             name: "CTAPTests",
             dependencies: [
                 "CTAP", "CBOR", "CTAPHID", "LatchkeyCrypto", "LatchkeyStore", "COpenSSL", "LatchkeyTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             resources: [.copy("Crashers")]
         ),

@@ -14,6 +14,8 @@ let package = Package(
         // The malloc interposer (malloc counts) and not the default traits' Swift runtime
         // interposer (ARC counts), whose package the project's machines do not carry.
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+        // ML-DSA's baseline, straight through swift-crypto (as latchkey signs it).
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     ],
     targets: [
         // libcrypto itself, so the baseline is OpenSSL with no latchkey code in between.
@@ -24,6 +26,7 @@ let package = Package(
             name: "LatchkeyBenchSupport",
             dependencies: [
                 "CBenchOpenSSL",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CTAP", package: root),
                 .product(name: "CBOR", package: root),
                 .product(name: "LatchkeyCrypto", package: root),

@@ -48,7 +48,7 @@ def main():
     if "raw-sign" not in rows:
         sys.exit(f"ratios.py: no raw-sign in {sys.argv[1]}: nothing to divide by")
     baseline = rows["raw-sign"][1]
-    names = [name for name in ORDER if name in rows] + sorted(set(rows) - set(ORDER))
+    names = [name for name in ORDER if name in rows] + sorted(n for n in set(rows) - set(ORDER) if not n.startswith("alg-"))
 
     print("latchkey benchmarks, one run (package-benchmark, release build)")
     if len(sys.argv) == 3:
@@ -58,6 +58,8 @@ def main():
         iterations, median, p90, mallocs, _ = rows[name]
         mallocs = "-" if mallocs is None else f"{mallocs:.0f}"
         print(f"{name:<26} {iterations:>10} {median:>10.1f} {p90:>9.1f} {mallocs:>8} {median / baseline:>10.2f}")
+
+    algorithm_table(rows)
 
     if "getAssertion-usbip" in rows and "ping-usbip" in rows:
         usbip, ping = rows["getAssertion-usbip"][1], rows["ping-usbip"][1]
@@ -72,6 +74,34 @@ def main():
         )
     else:
         print("getAssertion-usbip, ping-usbip: not run (no latchkeyd in $LATCHKEYD; scripts/bench.sh sets it)")
+
+
+def algorithm_table(rows):
+    """Per key type: the raw signature, then getAssertion and makeCredential in process, each
+    as a multiple of that algorithm's own raw signature."""
+    algorithms = []
+    for name in rows:
+        if name.startswith("alg-") and name.endswith("-raw-sign"):
+            algorithms.append(name[len("alg-"):-len("-raw-sign")])
+    if not algorithms:
+        return
+    order = ["ES256", "EdDSA", "ES384", "ES512", "ES256K", "RS256", "PS256", "ML-DSA-65", "ML-DSA-87"]
+    algorithms.sort(key=lambda a: order.index(a) if a in order else len(order))
+    print()
+    print("per algorithm, in process (memory store); × is a multiple of that algorithm's raw signature")
+    print(f"{'algorithm':<10} {'raw sign µs':>11} {'getAssertion µs':>15} {'×':>6} {'mallocs':>8}"
+          f" {'makeCredential µs':>17} {'×':>8} {'mallocs':>8}")
+    for algorithm in algorithms:
+        raw = rows[f"alg-{algorithm}-raw-sign"][1]
+        cells = [f"{algorithm:<10} {raw:>11.1f}"]
+        for operation, width in (("getAssertion", 15), ("makeCredential", 17)):
+            row = rows.get(f"alg-{algorithm}-{operation}")
+            if row is None:
+                cells.append(f"{'-':>{width}} {'-':>6} {'-':>8}")
+                continue
+            mallocs = "-" if row[3] is None else f"{row[3]:.0f}"
+            cells.append(f"{row[1]:>{width}.1f} {row[1] / raw:>{6 if operation == 'getAssertion' else 8}.2f} {mallocs:>8}")
+        print(" ".join(cells))
 
 
 if __name__ == "__main__":

@@ -147,14 +147,17 @@ fi
 # The guest runs the binaries on its own Debian userland; the rig's base image
 # already has what they link (libsqlite3-0, libssl3, libudev1, libstdc++6).
 # What each suite adds to the rig's image (build-image.sh EXTRA_PACKAGES / EXTRA_WHEELS):
-# ssh-keygen (openssh-client) for the base suite's CTAP 2.1 checks.
-BASE_PACKAGES="openssh-client" BASE_WHEELS=""
+# ssh-keygen (openssh-client) for the base suite's CTAP 2.1 checks; PyPI's cryptography
+# for python-fido2, as `pip install fido2` brings it: Debian 12's (38) verifies PS256
+# only with the largest salt, not RFC 8230's 32 bytes, and has no ML-DSA, so the per-
+# algorithm checks need 42+ (48 bundles an OpenSSL with ML-DSA).
+BASE_PACKAGES="openssh-client" BASE_WHEELS="cryptography==48.0.0"
 # The browser matrix: Firefox ESR, an X server for Chromium's window (its PIN sheet),
 # xdotool to type into it, xwd/xwininfo for a screenshot of a failing cell; PyPI's
 # Marionette client for Firefox (Debian packages no geckodriver), whose mozrunner
 # imports distutils (python3-distutils in Debian 12).
 BROWSERS_PACKAGES="firefox-esr xvfb xdotool x11-utils x11-apps python3-distutils"
-BROWSERS_WHEELS="marionette-driver==3.7.1"
+BROWSERS_WHEELS="marionette-driver==3.7.1 cryptography==48.0.0"  # cryptography: see BASE_WHEELS
 DEB_PACKAGES="systemd udev"  # the deb suite: systemd as PID 1; the package's dependencies are in the base
 suite_image() {  # SUITE: sets IMAGE_OPT, IMAGE_PACKAGES, IMAGE_WHEELS and IMAGE_DIR
     case "$1" in

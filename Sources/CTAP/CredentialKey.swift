@@ -1,6 +1,7 @@
 // A credential's key pair in every algorithm latchkey supports, with its
 // COSE_Key form (RFC 9053 §2, §7.1–7.2; RFC 8230 §4 for RSA) and its
-// WebAuthn signature.
+// WebAuthn signature. ML-DSA keys are AKP COSE keys
+// (draft-ietf-cose-dilithium).
 
 public import CBOR
 public import LatchkeyCrypto
@@ -34,12 +35,18 @@ public enum COSEAlgorithm: Int, Sendable, CaseIterable {
     case esp512 = -52
     /// RS256: RSASSA-PKCS1-v1_5 with SHA-256, RSA-2048 (RFC 8812).
     case rs256 = -257
+    /// ML-DSA-65 (FIPS 204, pure, empty context).
+    case mldsa65 = -49
+    /// ML-DSA-87 (FIPS 204, pure, empty context).
+    case mldsa87 = -50
 
     /// What a key offers unless configured otherwise, in preference order:
     /// ES256 and EdDSA first as before, then the order a YubiKey 5.7 lists
-    /// (ES384, RS256), then the rest, the fully specified ones last.
+    /// (ES384, RS256), then the rest, the fully specified ones, then ML-DSA
+    /// (whose keys and signatures are kilobytes) last.
     public static let defaultOrder: [COSEAlgorithm] = [
-        .es256, .edDSA, .es384, .rs256, .es512, .ps256, .es256K, .esp256, .esp384, .esp512, .ed25519,
+        .es256, .edDSA, .es384, .rs256, .es512, .ps256, .es256K, .esp256, .esp384, .esp512, .ed25519, .mldsa65,
+        .mldsa87,
     ]
 
     /// The IANA name ("ES256", "EdDSA", "ESP384", ...), as configuration names it.
@@ -56,6 +63,8 @@ public enum COSEAlgorithm: Int, Sendable, CaseIterable {
         case .esp384: "ESP384"
         case .esp512: "ESP512"
         case .rs256: "RS256"
+        case .mldsa65: "ML-DSA-65"
+        case .mldsa87: "ML-DSA-87"
         }
     }
 
@@ -82,10 +91,19 @@ public enum COSEAlgorithm: Int, Sendable, CaseIterable {
         }
     }
 
-    /// Whether the key is stored as its 32 raw bytes (a P-256 scalar or an
-    /// Ed25519 seed), as every credential was before the other algorithms;
-    /// the others are stored as PKCS#8.
-    var storesRawKey: Bool { [.es256, .esp256, .edDSA, .ed25519].contains(self) }
+    /// Whether the key is stored as its 32 raw bytes (a P-256 scalar, an
+    /// Ed25519 or ML-DSA seed), as every credential was before the other
+    /// algorithms; the others are stored as PKCS#8.
+    var storesRawKey: Bool { [.es256, .esp256, .edDSA, .ed25519, .mldsa65, .mldsa87].contains(self) }
+
+    /// The ML-DSA parameter set of an ML-DSA algorithm.
+    var mldsaParameterSet: MLDSAParameterSet? {
+        switch self {
+        case .mldsa65: .mldsa65
+        case .mldsa87: .mldsa87
+        default: nil
+        }
+    }
 }
 
 /// The private key of one credential.
@@ -96,8 +114,8 @@ public enum COSEAlgorithm: Int, Sendable, CaseIterable {
 /// looked leaked under the fuzzers.
 ///
 /// Keys latchkey makes come from a 32-byte seed, which is all a
-/// non-discoverable credential ID carries: for P-256 and Ed25519 the seed is
-/// the key itself; P-384, P-521 and secp256k1 scalars and RSA-2048 keys are
+/// non-discoverable credential ID carries: for P-256, Ed25519 and ML-DSA
+/// (FIPS 204 ML-DSA.KeyGen_internal) the seed is the key itself; P-384, P-521 and secp256k1 scalars and RSA-2048 keys are
 /// derived from it deterministically (`ECPrivateKey(curve:seed:)`,
 /// `RSAPrivateKey(seed:scheme:)`). A YubiKey likewise derives its
 /// non-discoverable keys from what the credential ID carries. An imported
@@ -113,6 +131,8 @@ public struct CredentialPrivateKey: Sendable {
     public let ec: ECPrivateKey?
     /// The key, for RS256 and PS256.
     public let rsa: RSAPrivateKey?
+    /// The key, for ML-DSA-65 and ML-DSA-87.
+    public let mldsa: MLDSAPrivateKey?
     /// The 32 bytes the key was made from, when it was made from a seed.
     public let seed: [UInt8]?
 
@@ -132,6 +152,7 @@ public struct CredentialPrivateKey: Sendable {
         ed25519: Ed25519PrivateKey? = nil,
         ec: ECPrivateKey? = nil,
         rsa: RSAPrivateKey? = nil,
+        mldsa: MLDSAPrivateKey? = nil,
         seed: [UInt8]? = nil
     ) {
         self.algorithm = algorithm
@@ -139,13 +160,14 @@ public struct CredentialPrivateKey: Sendable {
         self.ed25519 = ed25519
         self.ec = ec
         self.rsa = rsa
-        self.seed = seed ?? p256?.rawRepresentation ?? ed25519?.rawRepresentation
+        self.mldsa = mldsa
+        self.seed = seed ?? p256?.rawRepresentation ?? ed25519?.rawRepresentation ?? mldsa?.seed
     }
 
     /// The same key for another algorithm over the same key type (ES256 and
     /// ESP256, for instance).
     private func relabelled(_ algorithm: COSEAlgorithm) -> Self {
-        Self(algorithm: algorithm, p256: p256, ed25519: ed25519, ec: ec, rsa: rsa, seed: seed)
+        Self(algorithm: algorithm, p256: p256, ed25519: ed25519, ec: ec, rsa: rsa, mldsa: mldsa, seed: seed)
     }
 
     /// The curve of an ECDSA algorithm other than P-256's.
@@ -184,6 +206,9 @@ public struct CredentialPrivateKey: Sendable {
             // `curve(of:)` names a curve for exactly these.
             let key = try ECPrivateKey(curve: Self.curve(of: algorithm)!, seed: seed)
             self = Self(algorithm: algorithm, ec: key, seed: seed)
+        case .mldsa65, .mldsa87:
+            // `mldsaParameterSet` names a parameter set for exactly these.
+            self = Self(algorithm: algorithm, mldsa: try MLDSAPrivateKey(algorithm.mldsaParameterSet!, seed: seed))
         }
     }
 
@@ -203,8 +228,9 @@ public struct CredentialPrivateKey: Sendable {
 
     /// A key from PKCS#8 PrivateKeyInfo DER, with the polymorphic algorithm
     /// its type implies: P-256 is ES256, Ed25519 EdDSA, P-384 ES384, P-521
-    /// ES512, secp256k1 ES256K, rsaEncryption RS256 and id-RSASSA-PSS
-    /// PS256. Anything else throws `.invalidKey`.
+    /// ES512, secp256k1 ES256K, rsaEncryption RS256, id-RSASSA-PSS PS256,
+    /// and id-ml-dsa-65/87 (seed form) ML-DSA-65/87. Anything else throws
+    /// `.invalidKey`.
     public init(pkcs8: [UInt8]) throws(CryptoError) {
         if let key = try? P256PrivateKey(pkcs8DERRepresentation: pkcs8) {
             self = .p256(key)
@@ -218,6 +244,8 @@ public struct CredentialPrivateKey: Sendable {
             case .secp256k1: algorithm = .es256K
             }
             self = Self(algorithm: algorithm, ec: key)
+        } else if let key = try? MLDSAPrivateKey(pkcs8DERRepresentation: pkcs8) {
+            self = Self(algorithm: key.parameterSet == .mldsa65 ? .mldsa65 : .mldsa87, mldsa: key)
         } else {
             let key = try RSAPrivateKey(pkcs8DERRepresentation: pkcs8)
             self = Self(algorithm: key.scheme == .pss ? .ps256 : .rs256, rsa: key)
@@ -229,6 +257,7 @@ public struct CredentialPrivateKey: Sendable {
         if let p256 { return p256.pkcs8DERRepresentation }
         if let ec { return ec.pkcs8DERRepresentation }
         if let rsa { return rsa.pkcs8DERRepresentation }
+        if let mldsa { return mldsa.pkcs8DERRepresentation }
         return ed25519!.pkcs8DERRepresentation
     }
 
@@ -242,8 +271,8 @@ public struct CredentialPrivateKey: Sendable {
     }
 
     /// The public key as a COSE_Key (RFC 9053 §7, RFC 8230 §4): EC2 {1: 2,
-    /// 3: alg, -1: crv, -2: x, -3: y}, OKP {1: 1, 3: alg, -1: 6, -2: x} or
-    /// RSA {1: 3, 3: alg, -1: n, -2: e}.
+    /// 3: alg, -1: crv, -2: x, -3: y}, OKP {1: 1, 3: alg, -1: 6, -2: x},
+    /// RSA {1: 3, 3: alg, -1: n, -2: e} or AKP {1: 7, 3: alg, -1: pub}.
     public var publicCOSEKey: CBORValue {
         let alg = CBORValue.int(algorithm.rawValue)
         if let p256 {
@@ -264,15 +293,20 @@ public struct CredentialPrivateKey: Sendable {
         if let rsa {
             return .intMap([(1, 3), (3, alg), (-1, .bytes(rsa.publicKey.modulus)), (-2, .bytes(rsa.publicKey.exponent))])
         }
+        if let mldsa {
+            return .intMap([(1, 7), (3, alg), (-1, .bytes(mldsa.publicKey))])
+        }
         return .intMap([(1, 1), (3, alg), (-1, 6), (-2, .bytes(ed25519!.publicKey.rawRepresentation))])
     }
 
     /// The WebAuthn signature over `message`: DER ECDSA, the 64-byte Ed25519
-    /// signature, or the RSA signature (as long as the modulus).
+    /// signature, the RSA signature (as long as the modulus) or the ML-DSA
+    /// signature.
     public func signature(for message: [UInt8]) throws(CryptoError) -> [UInt8] {
         if let p256 { return try p256.signature(for: message) }
         if let ec { return try ec.signature(for: message) }
         if let rsa { return try rsa.signature(for: message) }
+        if let mldsa { return try mldsa.signature(for: message) }
         return try ed25519!.signature(for: message)
     }
 }

@@ -69,7 +69,7 @@ public struct CredentialWrapper: Sendable {
     /// The `alg` byte of each algorithm; a released value never changes.
     static let algorithmTags: [(tag: UInt8, algorithm: COSEAlgorithm)] = [
         (1, .es256), (2, .edDSA), (3, .es384), (4, .es512), (5, .ps256), (6, .rs256), (7, .es256K),
-        (8, .esp256), (9, .esp384), (10, .esp512), (11, .ed25519),
+        (8, .esp256), (9, .esp384), (10, .esp512), (11, .ed25519), (12, .mldsa65), (13, .mldsa87),
     ]
     static let credRandomInfo = Array("latchkey/cred-random/v1".utf8)
 

@@ -103,6 +103,8 @@ enum Format {
         case -36: return "ES512"
         case -37: return "PS256"
         case -47: return "ES256K"
+        case -49: return "ML-DSA-65"
+        case -50: return "ML-DSA-87"
         case -51: return "ESP384"
         case -52: return "ESP512"
         case -257: return "RS256"

@@ -13,7 +13,7 @@ struct AlgorithmTests {
     /// The COSE_Key members each algorithm's public key has (kty, crv).
     static func expectShape(_ key: CBORMap, _ algorithm: COSEAlgorithm) throws {
         let kty = try key.required(1, "kty").intValue()
-        let crv = kty == 3 ? nil : try key[int: -1]?.intValue()
+        let crv = kty == 3 || kty == 7 ? nil : try key[int: -1]?.intValue()
         switch algorithm {
         case .es256, .esp256: #expect(kty == 2 && crv == 1)
         case .es384, .esp384: #expect(kty == 2 && crv == 2)
@@ -24,13 +24,15 @@ struct AlgorithmTests {
             #expect(kty == 3)
             #expect(try key.required(-1, "n").bytesValue().count == 256)
             #expect(try key.required(-2, "e").bytesValue() == [1, 0, 1])
+        case .mldsa65, .mldsa87:
+            #expect(kty == 7)
+            #expect(try key.required(-1, "pub").bytesValue().count == (algorithm == .mldsa65 ? 1952 : 2592))
         }
     }
 
     @Test("registers and asserts, wrapped and stored; every signature verifies", arguments: COSEAlgorithm.allCases)
     func registerAndAssert(algorithm: COSEAlgorithm) async throws {
         let key = TestKey(attestation: .selfAttestation, algorithms: [algorithm])
-        let pss = algorithm == .ps256
         for discoverable in [false, true] {
             var create = MakeCredentialBuilder()
             create.algorithms = [-65535, algorithm.rawValue]
@@ -41,18 +43,15 @@ struct AlgorithmTests {
             #expect(try made.attStmt.required("alg").intValue() == algorithm.rawValue)
             let attestation = try made.attStmt.required("sig").bytesValue()
             let signed = made.authData + made.clientDataHash
-            #expect(opensslVerify(spki: made.publicKeySPKI, signature: attestation, message: signed, pss: pss))
-            #expect(!opensslVerify(spki: made.publicKeySPKI, signature: attestation, message: signed + [0], pss: pss))
+            #expect(try verify(cose: made.publicKey, signature: attestation, message: signed))
+            #expect(try !verify(cose: made.publicKey, signature: attestation, message: signed + [0]))
 
             var get = GetAssertionBuilder()
             if !discoverable { get.allowList = [made.credentialId] }
             let assertion = try Assertion(try await key.getAssertion(get))
             #expect(assertion.credentialId == made.credentialId)
             #expect(
-                opensslVerify(
-                    spki: made.publicKeySPKI, signature: assertion.signature,
-                    message: assertion.authData + get.clientDataHash, pss: pss
-                )
+                try verify(cose: made.publicKey, signature: assertion.signature, message: assertion.authData + get.clientDataHash)
             )
         }
     }
@@ -78,7 +77,7 @@ struct AlgorithmTests {
         #expect(status == .ok)
         let info = try #require(body).mapValue()
         let offered = try info.required(10, "algorithms").arrayValue().map { try $0.mapValue().required("alg").intValue() }
-        #expect(offered == [-7, -8, -35, -257, -36, -37, -47, -9, -51, -52, -19])
+        #expect(offered == [-7, -8, -35, -257, -36, -37, -47, -9, -51, -52, -19, -49, -50])
     }
 
     @Test("the same entropy makes the same RSA and P-521 keys (derived from a seed)")
@@ -94,12 +93,12 @@ struct AlgorithmTests {
         }
     }
 
-    @Test("stored form: raw 32 bytes for ES256 and EdDSA, PKCS#8 for the others, read back with its algorithm")
+    @Test("stored form: raw 32 bytes for ES256, EdDSA and ML-DSA, PKCS#8 for the others, read back with its algorithm")
     func storedForm() throws {
         for algorithm in COSEAlgorithm.allCases {
             let key = try CredentialPrivateKey.generate(algorithm, entropy: DeterministicEntropy(seed: [3]))
             let stored = key.storedRepresentation
-            #expect((stored.count == 32) == [.es256, .esp256, .edDSA, .ed25519].contains(algorithm))
+            #expect((stored.count == 32) == [.es256, .esp256, .edDSA, .ed25519, .mldsa65, .mldsa87].contains(algorithm))
             let read = try CredentialPrivateKey(algorithm: algorithm, storedRepresentation: stored)
             #expect(read.algorithm == algorithm)
             #expect(read.publicCOSEKey == key.publicCOSEKey)
@@ -139,5 +138,37 @@ struct AlgorithmTests {
             )
             #expect(try await key.authenticator.exportPrivateKey(credentialId: imported.id) == privateKey.pkcs8Representation)
         }
+    }
+
+    @Test("ML-DSA: PKCS#8 in RFC 9881's seed form round-trips, and a seeded key may be non-discoverable")
+    func mldsaImports() async throws {
+        let key = TestKey(algorithms: COSEAlgorithm.defaultOrder)
+        for algorithm in [COSEAlgorithm.mldsa65, .mldsa87] {
+            let privateKey = try CredentialPrivateKey.generate(algorithm, entropy: DeterministicEntropy(seed: [6]))
+            let pkcs8 = privateKey.pkcs8Representation
+            #expect(pkcs8.count == 54)
+            let read = try CredentialPrivateKey(pkcs8: pkcs8)
+            #expect(read.algorithm == algorithm)
+            #expect(read.publicCOSEKey == privateKey.publicCOSEKey)
+            var imported = ImportedCredential(
+                id: Array("imported \(algorithm.name)".utf8), rpId: "\(algorithm.name).example", userId: [1],
+                userName: "seed", userDisplayName: "Seed", privateKeyPKCS8: pkcs8, signCount: 0
+            )
+            imported.discoverable = false
+            let id = try await key.authenticator.importCredential(imported)
+            var get = GetAssertionBuilder()
+            get.rpId = imported.rpId
+            get.allowList = [id]
+            let assertion = try Assertion(try await key.getAssertion(get))
+            #expect(
+                try verify(
+                    cose: try privateKey.publicCOSEKey.mapValue(), signature: assertion.signature,
+                    message: assertion.authData + get.clientDataHash
+                )
+            )
+        }
+        // The expanded-key form (no seed) is refused, as is a truncated seed form.
+        let pkcs8 = try CredentialPrivateKey.generate(.mldsa65, entropy: DeterministicEntropy(seed: [6])).pkcs8Representation
+        #expect(throws: CryptoError(.invalidKey, "")) { try CredentialPrivateKey(pkcs8: Array(pkcs8.dropLast())) }
     }
 }

@@ -272,7 +272,9 @@ struct MadeCredential {
     var aaguid: [UInt8]
     var credentialId: [UInt8]
     var publicKey: CBORMap
-    var publicKeySPKI: [UInt8]
+    /// The public key as SubjectPublicKeyInfo DER, for OpenSSL; empty for
+    /// ML-DSA, which OpenSSL 3.0 lacks (`verify(cose:signature:message:)` checks those).
+    var publicKeySPKI: [UInt8] { (try? spki(cose: publicKey)) ?? [] }
     /// The extension outputs in authData (ED set).
     var extensions: CBORMap?
     /// largeBlobKey (0x05).
@@ -300,7 +302,6 @@ struct MadeCredential {
         }
         largeBlobKey = try map[int: 5]?.bytesValue()
         publicKey = try key.mapValue()
-        publicKeySPKI = try spki(cose: publicKey)
     }
 }
 

@@ -76,10 +76,11 @@ struct EngineOverStoreTests {
     @Test("discoverable credentials of every algorithm survive a reopen: raw keys for ES256 and EdDSA, PKCS#8 for the rest")
     func everyAlgorithmAcrossReopen() async throws {
         // CBOR negative integers: -7 26, -8 27, -9 28, -19 32, -35 3822, -36 3823,
-        // -37 3824, -47 382e, -51 3832, -52 3833, -257 390100.
+        // -37 3824, -47 382e, -49 3830, -50 3831, -51 3832, -52 3833, -257 390100.
         let encodings: [(COSEAlgorithm, String)] = [
             (.es256, "26"), (.edDSA, "27"), (.esp256, "28"), (.ed25519, "32"), (.es384, "3822"), (.es512, "3823"),
             (.ps256, "3824"), (.es256K, "382e"), (.esp384, "3832"), (.esp512, "3833"), (.rs256, "390100"),
+            (.mldsa65, "3830"), (.mldsa87, "3831"),
         ]
         let directory = try TemporaryDirectory()
         do {
@@ -95,7 +96,9 @@ struct EngineOverStoreTests {
         #expect(Set(stored.map(\.algorithm)) == Set(encodings.map(\.0.rawValue)))
         for credential in stored {
             let algorithm = try #require(COSEAlgorithm(rawValue: credential.algorithm))
-            #expect((credential.privateKey.count == 32) == [.es256, .edDSA, .esp256, .ed25519].contains(algorithm))
+            #expect(
+                (credential.privateKey.count == 32) == [.es256, .edDSA, .esp256, .ed25519, .mldsa65, .mldsa87].contains(algorithm)
+            )
             let key = try CredentialPrivateKey(algorithm: algorithm, storedRepresentation: credential.privateKey)
             #expect(key.algorithm == algorithm)
         }

@@ -126,7 +126,7 @@ def authenticate(client: Fido2Client, server: Fido2Server, credentials: list[Att
 
 # IANA name to COSE id, for the algorithms the tests name.
 ALGORITHMS = {"ES256": ES256.ALGORITHM, "EdDSA": EdDSA.ALGORITHM, "ES384": -35, "ES512": -36, "PS256": -37,
-              "RS256": -257, "ES256K": -47}
+              "RS256": -257, "ES256K": -47, "ML-DSA-65": -49, "ML-DSA-87": -50}
 
 
 def key_algorithm(credential: AttestedCredentialData) -> int:

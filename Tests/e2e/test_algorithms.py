@@ -1,6 +1,7 @@
 """Every credential algorithm latchkey offers, end to end: python-fido2's Fido2Client
 registers and asserts, and a Fido2Server that accepts only that one algorithm verifies
-the self attestation and every assertion signature (with `cryptography`)."""
+the self attestation and every assertion signature (with `cryptography`; ML-DSA needs
+cryptography 47+ on OpenSSL 3.5+, as PyPI's wheels are, and is skipped without it)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,13 @@ from fido2.ctap2 import Ctap2
 import rp
 
 # COSE ids in latchkey's default getInfo order (COSEAlgorithm.defaultOrder).
-DEFAULT_ORDER = [-7, -8, -35, -257, -36, -37, -47, -9, -51, -52, -19]
+DEFAULT_ORDER = [-7, -8, -35, -257, -36, -37, -47, -9, -51, -52, -19, -49, -50]
+MLDSA = {"ML-DSA-65": -49, "ML-DSA-87": -50}
+
+
+def needs_mldsa():
+    if -49 not in CoseKey.supported_algorithms():
+        pytest.skip("this cryptography cannot verify ML-DSA (47+ on OpenSSL 3.5+ can)")
 
 
 @pytest.fixture
@@ -33,12 +40,15 @@ def test_get_info_lists_every_algorithm_in_the_default_order(self_attesting):
     client, key = self_attesting
     assert [a["alg"] for a in client.info.algorithms] == DEFAULT_ORDER
     assert key["options"]["algorithms"] == [
-        "ES256", "EdDSA", "ES384", "RS256", "ES512", "PS256", "ES256K", "ESP256", "ESP384", "ESP512", "Ed25519"]
+        "ES256", "EdDSA", "ES384", "RS256", "ES512", "PS256", "ES256K", "ESP256", "ESP384", "ESP512", "Ed25519",
+        "ML-DSA-65", "ML-DSA-87"]
 
 
 @pytest.mark.parametrize("resident_key", [False, True], ids=["wrapped", "discoverable"])
-@pytest.mark.parametrize("algorithm", DEFAULT_ORDER, ids=lambda a: CoseKey.for_alg(a).__name__)
+@pytest.mark.parametrize("algorithm", DEFAULT_ORDER, ids=str)
 def test_register_and_assert(self_attesting, algorithm, resident_key):
+    if algorithm in MLDSA.values():
+        needs_mldsa()
     client, _ = self_attesting
     server = rp.make_server(algorithm)
     reg = rp.register(client, server, resident_key=resident_key)
@@ -103,3 +113,26 @@ def test_seeded_keys_of_every_type_sign(usb, control, key, kind):
     else:
         digest = {"ES384": hashes.SHA384(), "ES512": hashes.SHA512(), "ES256K": hashes.SHA256()}[kind]
         public_key.verify(assertion.signature, signed, ec.ECDSA(digest))
+
+
+@pytest.mark.parametrize("kind", MLDSA)
+def test_seeded_mldsa_keys_sign_and_may_be_non_resident(usb, control, key, kind):
+    """An ML-DSA key is kept as its seed, so a seeded one may be non-resident too; the
+    PKCS#8 is what `cryptography` writes (RFC 9881's seed form), and the assertion
+    verifies with that key's public half."""
+    needs_mldsa()
+    from cryptography.hazmat.primitives.asymmetric import mldsa
+
+    private_key = {"ML-DSA-65": mldsa.MLDSA65PrivateKey, "ML-DSA-87": mldsa.MLDSA87PrivateKey}[kind].generate()
+    pkcs8 = private_key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8,
+                                      serialization.NoEncryption())
+    body = {"credentialId": _b64url(os.urandom(32)), "rpId": rp.RP_ID, "privateKey": _b64url(pkcs8),
+            "userHandle": _b64url(os.urandom(16)), "signCount": 0, "isResidentCredential": False}
+    doc = control.post(f"/v1/keys/{key['name']}/credentials", body, expect=201)
+    assert doc["algorithm"] == MLDSA[kind] and doc["isResidentCredential"] is False
+    # A non-discoverable credential's ID is its seed wrapped under the key's secret.
+    wrapped = base64.urlsafe_b64decode(doc["credentialId"] + "=" * (-len(doc["credentialId"]) % 4))
+    client_data_hash = os.urandom(32)
+    ctap = Ctap2(usb.ctap(key["usbip"]["busid"]))
+    assertion = ctap.get_assertion(rp.RP_ID, client_data_hash, allow_list=[{"type": "public-key", "id": wrapped}])
+    private_key.public_key().verify(assertion.signature, bytes(assertion.auth_data) + client_data_hash)

@@ -90,7 +90,7 @@ def test_default_key_options(control, make_key):
         "hasThirdPartyPayment": True, "hasPersistentToken": True, "hasEnterpriseAttestation": False,
         "enterpriseAttestationRpIds": [],
         "algorithms": ["ES256", "EdDSA", "ES384", "RS256", "ES512", "PS256", "ES256K", "ESP256", "ESP384", "ESP512",
-                       "Ed25519"],
+                       "Ed25519", "ML-DSA-65", "ML-DSA-87"],
         "maxDiscoverableCredentials": 1000}
 
 
@@ -543,7 +543,7 @@ def test_latchkeyctl_creates_keys_with_options(latchkeyctl, control):
             "hasThirdPartyPayment": True, "hasPersistentToken": True, "hasEnterpriseAttestation": False,
             "enterpriseAttestationRpIds": [],
             "algorithms": ["ES256", "EdDSA", "ES384", "RS256", "ES512", "PS256", "ES256K", "ESP256", "ESP384",
-                           "ESP512", "Ed25519"],
+                           "ESP512", "Ed25519", "ML-DSA-65", "ML-DSA-87"],
             "maxDiscoverableCredentials": 1000}
         turned = latchkeyctl("keys", "user-verified", name, "off")
         assert turned.returncode == 0 and "fails" in turned.stdout, turned

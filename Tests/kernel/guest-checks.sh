@@ -230,13 +230,16 @@ fido2_tool_checks() {
         fail "$LABEL: fido2-token -I: versions include FIDO_2_0 and U2F_V2, aaguid $want as the control API says (versions: $versions)"
     fi
 
-    # make + verify + assert, for: ES256, ES256 resident (-r), EdDSA
+    # make + verify + assert, for: ES256, ES256 resident (-r), and every other
+    # algorithm libfido2 1.12's tools take: EdDSA, ES384, RS256
     local kind type rflag name
-    for kind in es256 es256-resident eddsa; do
+    for kind in es256 es256-resident eddsa es384 rs256; do
         case "$kind" in
             es256) type=es256 rflag= name="ES256" ;;
             es256-resident) type=es256 rflag=-r name="ES256, resident" ;;
             eddsa) type=eddsa rflag= name="EdDSA" ;;
+            es384) type=es384 rflag= name="ES384" ;;
+            rs256) type=rs256 rflag= name="RS256" ;;
         esac
         cdh=$(b64rand 32)
         user_id=$(b64rand 16)

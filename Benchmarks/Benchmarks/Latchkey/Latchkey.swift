@@ -15,6 +15,13 @@
 //                              URBs over TCP)
 //   ping-usbip                 a CTAPHID_PING of as many reports as that round trip, through
 //                              the same daemon: the transport's share of it
+//   alg-A-raw-sign             for each key type A (ES256, EdDSA, ES384, ES512, ES256K, RS256,
+//   alg-A-getAssertion         PS256, ML-DSA-65, ML-DSA-87): its signature straight through
+//   alg-A-makeCredential       OpenSSL (swift-crypto for ML-DSA), then in-process getAssertion
+//                              (allowList, memory store) and non-discoverable makeCredential
+//                              (none attestation: key generation and wrapping) with that
+//                              algorithm. ESP256, ESP384, ESP512 and Ed25519 are the same keys
+//                              and signatures as ES256, ES384, ES512 and EdDSA.
 //
 // The USB/IP pair runs when $LATCHKEYD names a latchkeyd binary, as scripts/bench.sh does.
 // $LATCHKEY_BENCH_ITERATIONS sets the iterations (default 2000). Every benchmark counts
@@ -66,9 +73,13 @@ let benchmarks: @Sendable () -> Void = {
         signer.state = nil
     }
 
-    func getAssertion(_ name: String, store: @escaping (ScratchDirectory) throws -> any CredentialStore) {
+    /// The benchmark `name`: getAssertion (allowList) of a credential of `algorithm`
+    /// made at setup on the store `store` makes.
+    func getAssertion(
+        _ name: String, algorithm: Int = -7, store: @escaping (ScratchDirectory) throws -> any CredentialStore
+    ) {
         let engine = Fixture<EngineState>()
-        Benchmark("getAssertion-\(name)") { benchmark in
+        Benchmark(name) { benchmark in
             let state = engine.current
             for _ in benchmark.scaledIterations {
                 let response = await state.key.handleCBOR(state.getAssertion)
@@ -77,7 +88,9 @@ let benchmarks: @Sendable () -> Void = {
         } setup: {
             let directory = try ScratchDirectory(name)
             let key = try BenchRequests.makeKey(store: try store(directory))
-            let id = try BenchRequests.credentialId(await key.handleCBOR(BenchRequests.makeCredential()))
+            let id = try BenchRequests.credentialId(
+                await key.handleCBOR(BenchRequests.makeCredential(algorithm: algorithm))
+            )
             engine.state = EngineState(
                 directory: directory,
                 key: key,
@@ -87,8 +100,8 @@ let benchmarks: @Sendable () -> Void = {
             engine.state = nil
         }
     }
-    getAssertion("memory") { _ in MemoryCredentialStore() }
-    getAssertion("sqlite") { try $0.sqliteStore("assert.db") }
+    getAssertion("getAssertion-memory") { _ in MemoryCredentialStore() }
+    getAssertion("getAssertion-sqlite") { try $0.sqliteStore("assert.db") }
 
     let rk = Fixture<(directory: ScratchDirectory, key: Authenticator)>()
     var user: UInt32 = 0
@@ -110,6 +123,37 @@ let benchmarks: @Sendable () -> Void = {
         rk.state = (directory, try BenchRequests.makeKey(store: try directory.sqliteStore("rk.db")))
     } teardown: {
         rk.state = nil
+    }
+
+    for algorithm in RawAlgorithm.allCases {
+        let raw = Fixture<RawSigner>()
+        Benchmark("alg-\(algorithm.rawValue)-raw-sign") { benchmark in
+            for _ in benchmark.scaledIterations { blackHole(raw.current.sign(message)) }
+        } setup: {
+            raw.state = RawSigner(algorithm)
+        } teardown: {
+            raw.state = nil
+        }
+        getAssertion("alg-\(algorithm.rawValue)-getAssertion", algorithm: algorithm.coseIdentifier) { _ in
+            MemoryCredentialStore()
+        }
+        // An RSA key is derived (primes searched) at each makeCredential: ≈ 0.15 s.
+        let slow = algorithm == .rs256 || algorithm == .ps256
+        let maker = Fixture<Authenticator>()
+        let request = BenchRequests.makeCredential(algorithm: algorithm.coseIdentifier)
+        Benchmark(
+            "alg-\(algorithm.rawValue)-makeCredential",
+            configuration: .init(warmupIterations: slow ? 1 : 5, maxIterations: slow ? 20 : max(50, iterations / 10))
+        ) { benchmark in
+            for _ in benchmark.scaledIterations {
+                let response = await maker.current.handleCBOR(request)
+                precondition(response.first == 0, "makeCredential failed: status \(response.first ?? 0xFF)")
+            }
+        } setup: {
+            maker.state = try BenchRequests.makeKey(store: MemoryCredentialStore())
+        } teardown: {
+            maker.state = nil
+        }
     }
 
     guard let daemon = USBIPSession.daemonPath else { return }

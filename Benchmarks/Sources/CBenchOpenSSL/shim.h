@@ -1,3 +1,5 @@
-// libcrypto for the benchmark baseline: ECDSA P-256 signing straight through EVP.
+// libcrypto for the benchmark baselines: each credential algorithm's signature straight
+// through EVP.
 #include <openssl/ec.h>
 #include <openssl/evp.h>
+#include <openssl/rsa.h>

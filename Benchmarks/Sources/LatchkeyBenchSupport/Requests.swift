@@ -25,12 +25,15 @@ public enum BenchRequests {
         [command.rawValue] + parameters.encoded()
     }
 
-    /// makeCredential for bench.example, ES256; discoverable (and then for user `user`) when
-    /// `residentKey`.
-    public static func makeCredential(user: [UInt8] = [1, 2, 3], residentKey: Bool = false) -> [UInt8] {
+    /// makeCredential for bench.example, of COSE algorithm `algorithm` (ES256 unless
+    /// told); discoverable (and then for user `user`) when `residentKey`.
+    public static func makeCredential(user: [UInt8] = [1, 2, 3], residentKey: Bool = false, algorithm: Int = -7)
+        -> [UInt8]
+    {
         var parameters: [(Int, CBORValue)] = [
             (1, .bytes(clientDataHash)), (2, .textMap([("id", "bench.example")])),
-            (3, .textMap([("id", .bytes(user))])), (4, .array([.textMap([("alg", -7), ("type", "public-key")])])),
+            (3, .textMap([("id", .bytes(user))])),
+            (4, .array([.textMap([("alg", .int(algorithm)), ("type", "public-key")])])),
         ]
         if residentKey { parameters.append((7, .textMap([("rk", true)]))) }
         return request(.makeCredential, .intMap(parameters))

@@ -257,7 +257,7 @@ enum CXF {
         let key = try bytes("key", in: credential)
         guard (try? CredentialPrivateKey(pkcs8: key)) != nil else {
             throw CXFError(
-                "key is not a PKCS#8 private key of P-256, P-384, P-521, secp256k1, Ed25519 or RSA (2048 to 4096 bits)"
+                "key is not a PKCS#8 private key of P-256, P-384, P-521, secp256k1, Ed25519, RSA (2048 to 4096 bits) or ML-DSA-65/87"
             )
         }
         var passkey = CXFPasskey(

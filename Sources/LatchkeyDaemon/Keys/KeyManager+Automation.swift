@@ -187,7 +187,7 @@ public struct SeedCredentialRequest: Codable, Sendable {
     public var credentialId: String?
     public var isResidentCredential: Bool?
     public var rpId: String
-    /// base64url PKCS#8 (P-256, P-384, P-521, secp256k1, Ed25519 or RSA).
+    /// base64url PKCS#8 (P-256, P-384, P-521, secp256k1, Ed25519, RSA or ML-DSA-65/87).
     public var privateKey: String?
     public var userHandle: String?
     public var signCount: Int?

@@ -242,7 +242,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
         # persistent-token = true   # perCredMgmtRO: a read-only credential management token that lasts
         # enterprise-attestation = false  # ep: a certificate naming this key, once authenticatorConfig enables it
         # enterprise-attestation-rp-ids = ["corp.example"]  # RP IDs for vendor-facilitated enterprise attestation
-        # algorithms = ["ES256", "EdDSA", "ES384", "RS256", "ES512", "PS256", "ES256K", "ESP256", "ESP384", "ESP512", "Ed25519"]
+        # algorithms = ["ES256", "EdDSA", "ES384", "RS256", "ES512", "PS256", "ES256K", "ESP256", "ESP384", "ESP512", "Ed25519", "ML-DSA-65", "ML-DSA-87"]
         # max-discoverable-credentials = 1000  # then CTAP2_ERR_KEY_STORE_FULL; 1 to 100000
         # [keys.policy]             # any [policy] key, for this key only
         # user-verification = "deny"

@@ -110,11 +110,13 @@ final class LiveAttachment: KeyAttachment, @unchecked Sendable {
             return
         }
         let writeLogger = logger
+        let pacer = InputReportPacer()
         let hooks = key.sessionHooks { [weak self] in Task { await self?.replugUHID() } }
         let session = HIDSession(
             authenticator: key.authenticator, presence: key.presence, logger: logger,
             capabilities: key.hidCapabilities, hooks: hooks
         ) { report in
+            pacer.beforeWrite()
             do {
                 try device.sendInputReport(report)
             } catch {

@@ -12,8 +12,8 @@ extension Credentials {
             abstract: "Seed a credential from a private key (POST /v1/keys/NAME/credentials).",
             discussion: """
                 The private key is a PKCS#8 file, DER or PEM ("-----BEGIN PRIVATE KEY-----"), \
-                of a P-256, P-384, P-521, secp256k1, Ed25519 or RSA key (all but P-256 and \
-                Ed25519 resident only), for example from \
+                of a P-256, P-384, P-521, secp256k1, Ed25519, RSA or ML-DSA-65/87 key \
+                (P-384, P-521, secp256k1 and RSA resident only), for example from \
                 `openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out k.pem`. \
                 A resident credential (the default) keeps --credential-id and needs \
                 --user-handle; with --non-resident the key makes the credential ID and \

@@ -16,6 +16,13 @@ one browser session, prints READY, then reads commands on stdin, one a line:
           allowList get           allowCredentials [the non-discoverable one], uv preferred
           usernameless get        no allowCredentials, uv required: must pick the
                                   discoverable credential and return its user handle
+        With MODE "uv", more cells, each an RP that accepts only one algorithm
+        (pubKeyCredParams of that one): the browser registers a non-discoverable
+        credential of it and signs in with it. Both browsers: RS256, PS256; Firefox:
+        ES384; Chromium: ML-DSA-65 and ML-DSA-87, and ES384 refused: Chromium's COSE
+        key parser (device/fido/public_key.cc, PublicKey::FromCOSEKey) takes only
+        P-256 EC2 keys, so it answers any P-384, P-521 or secp256k1 credential with
+        "rejected CBOR structure" and NotAllowedError; the cell checks exactly that.
         Every result goes through Fido2Server (register_complete with the packed
         attestation's signature, authenticate_complete); the credential carries AAGUID;
         the flags are UP=1 UV=1 BE=0 BS=0; credProps.rk says what was asked; each
@@ -46,6 +53,8 @@ from fido2.webauthn import (
     AttestationObject,
     AuthenticatorAttachment,
     AuthenticatorData,
+    PublicKeyCredentialParameters,
+    PublicKeyCredentialType,
     ResidentKeyRequirement,
     UserVerificationRequirement,
 )
@@ -171,6 +180,45 @@ class Session:
         return (f"{result['ms']} ms in the page, {flags}, sign count {before} -> {auth_data.counter}"
                 f"{', user handle returned' if not allow else ''}, {prompts}")
 
+    def one_algorithm(self, name: str, alg: int) -> str:
+        """Register with an RP that accepts only `alg`, then sign in with that credential."""
+        server = rp.make_server(RP_ID)
+        server.allowed_algorithms = [a for a in server.allowed_algorithms if a.alg == alg] or \
+            [PublicKeyCredentialParameters(type=PublicKeyCredentialType.PUBLIC_KEY, alg=alg)]
+        user = rp.new_user(f"{self.browser.name}-{name.lower()}")
+        options, state = server.register_begin(
+            user, resident_key_requirement=ResidentKeyRequirement.DISCOURAGED, user_verification=PREFERRED,
+            authenticator_attachment=AuthenticatorAttachment.CROSS_PLATFORM)
+        params = [p["alg"] for p in dict(options)["publicKey"]["pubKeyCredParams"]]
+        assert params == [alg], f"the RP offers {params}, not only {alg}"
+        created = self.request(options, "create")
+        credential = server.register_complete(state, created["credential"]).credential_data
+        assert credential is not None and credential.public_key.ALGORITHM == alg, \
+            f"the credential's key is {getattr(credential, 'public_key', None)!r}, not alg {alg}"
+        options, state = server.authenticate_begin([credential], user_verification=PREFERRED)
+        got = self.request(options, "get")
+        server.authenticate_complete(state, [credential], got["credential"])
+        return f"{name} credential made in {created['ms']} ms and used in {got['ms']} ms, {self.prompts()}"
+
+    def refused_curve(self, name: str, alg: int) -> str:
+        """Chromium refuses an EC2 credential not on P-256: the request fails with
+        NotAllowedError and its log names the response it rejected."""
+        server = rp.make_server(RP_ID)
+        server.allowed_algorithms = [a for a in server.allowed_algorithms if a.alg == alg]
+        options, _ = server.register_begin(
+            rp.new_user(f"{self.browser.name}-{name.lower()}"),
+            resident_key_requirement=ResidentKeyRequirement.DISCOURAGED, user_verification=PREFERRED,
+            authenticator_attachment=AuthenticatorAttachment.CROSS_PLATFORM)
+        try:
+            self.request(options, "create")
+        except RequestFailed as e:
+            lines = e.args[1]
+            assert "NotAllowedError" in e.args[0], f"the request failed otherwise: {e.args[0]}"
+            assert any("rejected CBOR structure" in line for line in lines), \
+                "NotAllowedError, but the browser's log does not say it rejected the key's response"
+            return f"{name} refused as expected: NotAllowedError, 'rejected CBOR structure' in Chromium's log"
+        raise AssertionError(f"Chromium accepted a {name} credential: it now parses that curve; make this an ordinary cell")
+
     def run(self) -> int:
         t = time.monotonic()
         self.mark = self.browser.log.mark()
@@ -181,7 +229,17 @@ class Session:
                   "non-discoverable create")
         self.cell("usernameless get", lambda: self.get("usernameless get", None, "discoverable create"),
                   "discoverable create")
-        log(f"{self.prefix}: {self.passed}/4 cells passed in {time.monotonic() - t:.1f} s")
+        cells = 4
+        if self.mode == "uv":
+            algorithms = [("RS256", -257), ("PS256", -37)]
+            algorithms += [("ML-DSA-65", -49), ("ML-DSA-87", -50)] if self.browser.name == "chromium" else [("ES384", -35)]
+            for name, alg in algorithms:
+                self.cell(f"{name}-only RP create + get", lambda: self.one_algorithm(name, alg))
+            if self.browser.name == "chromium":
+                self.cell("ES384-only RP: refused by Chromium (P-256 is the only EC2 curve it parses)",
+                          lambda: self.refused_curve("ES384", -35))
+            cells += len(algorithms) + (self.browser.name == "chromium")
+        log(f"{self.prefix}: {self.passed}/{cells} cells passed in {time.monotonic() - t:.1f} s")
         return self.passed
 
 
