@@ -32,6 +32,7 @@ let package = Package(
         .library(name: "LatchkeyDaemon", targets: ["LatchkeyDaemon"]),
         .executable(name: "latchkeyd", targets: ["latchkeyd"]),
         .executable(name: "latchkeyctl", targets: ["latchkeyctl"]),
+        .executable(name: "latchkey-webdriver", targets: ["latchkey-webdriver"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
@@ -139,6 +140,35 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // The WebDriver intermediary (README "Selenium and WebDriver"): WebAuthn §11's virtual
+        // authenticator commands answered with latchkeyd keys, every other command forwarded to the
+        // browser's driver. The logic is a library so that its tests can reach it; the executable
+        // only parses arguments.
+        .target(
+            name: "LatchkeyWebDriver",
+            dependencies: [
+                "LatchkeyNames",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Sources/latchkey-webdriver/Intermediary",
+            swiftSettings: daemonSettings
+        ),
+        .executableTarget(
+            name: "latchkey-webdriver",
+            dependencies: [
+                "LatchkeyWebDriver", "LatchkeyNames",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Sources/latchkey-webdriver/Command",
+            swiftSettings: daemonSettings
+        ),
+
         // What the Swift test targets share: kept fuzz crashers, a seeded generator.
         .target(name: "LatchkeyTestSupport", path: "Tests/LatchkeyTestSupport", swiftSettings: strict),
 
@@ -149,6 +179,10 @@ let package = Package(
             resources: [.copy("Crashers")]
         ),
         .testTarget(name: "LatchkeyNamesTests", dependencies: ["LatchkeyNames"]),
+        .testTarget(
+            name: "LatchkeyWebDriverTests",
+            dependencies: ["LatchkeyWebDriver", .product(name: "NIOCore", package: "swift-nio")]
+        ),
         .testTarget(
             name: "LatchkeyDaemonTests",
             dependencies: [
