@@ -45,6 +45,8 @@ let package = Package(
         .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
         // latchkeyctl's HTTP client on the control socket (http+unix).
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        // HTTPField for the headers latchkey-webdriver forwards (Hummingbird's own types).
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.4.0"),
     ],
     targets: [
         // System libraries.
@@ -147,8 +149,8 @@ let package = Package(
         .target(
             name: "LatchkeyWebDriver",
             dependencies: [
-                "LatchkeyNames",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
