@@ -78,8 +78,8 @@ let package = Package(
         ),
         .target(name: "USBIP", dependencies: ["LatchkeyErrors"], swiftSettings: strict),
 
-        // Names shared by the daemon and latchkeyctl (KeyName, LatchkeyVersion): values, no I/O,
-        // no Foundation.
+        // Values shared by the daemon, latchkeyctl and latchkey-webdriver (KeyName, LatchkeyVersion,
+        // SocketLocation, JSONValue): no I/O, no Foundation.
         .target(name: "LatchkeyNames", swiftSettings: strict),
 
         // The one system-call wrapper (EINTR, errno) the I/O targets share.
@@ -149,6 +149,7 @@ let package = Package(
         .target(
             name: "LatchkeyWebDriver",
             dependencies: [
+                "LatchkeyNames",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -183,7 +184,7 @@ let package = Package(
         .testTarget(name: "LatchkeyNamesTests", dependencies: ["LatchkeyNames"]),
         .testTarget(
             name: "LatchkeyWebDriverTests",
-            dependencies: ["LatchkeyWebDriver", .product(name: "NIOCore", package: "swift-nio")]
+            dependencies: ["LatchkeyWebDriver", "LatchkeyNames", .product(name: "NIOCore", package: "swift-nio")]
         ),
         .testTarget(
             name: "LatchkeyDaemonTests",

@@ -1,6 +1,7 @@
 // Add Virtual Authenticator's parameters (WebAuthn §11 "Authenticator
 // Configuration") and the latchkeyd key they become.
 
+import LatchkeyNames
 import Testing
 
 @testable import LatchkeyWebDriver
@@ -82,8 +83,8 @@ struct AuthenticatorConfigurationTests {
         "invalid argument: wrong types, unknown keys, missing or unknown protocol and transport, a transport not usb",
         arguments: [
             (["hasResidentKey": JSONValue.string("yes")], [String]()),
-            (["isUserVerified": .integer(1)], []),
-            (["protocol": .integer(2)], []),
+            (["isUserVerified": .number(1)], []),
+            (["protocol": .number(2)], []),
             (["protocol": .string("ctap3")], []),
             (["transport": .string("internal")], []),
             (["transport": .string("nfc")], []),

@@ -2,6 +2,7 @@
 // Selenium's Python bindings send them, the control API request they
 // become, and Get Credentials' answer.
 
+import LatchkeyNames
 import Testing
 
 @testable import LatchkeyWebDriver
@@ -11,7 +12,7 @@ struct CredentialParametersTests {
     /// Credential.create_resident_credential(...).to_dict(): padded base64url.
     static let resident: [String: JSONValue] = [
         "credentialId": .string("AQID"), "isResidentCredential": .bool(true), "rpId": .string("example.com"),
-        "privateKey": .string("MIGHAgEAMBMGByqGSM49AgE="), "signCount": .integer(41),
+        "privateKey": .string("MIGHAgEAMBMGByqGSM49AgE="), "signCount": .number(41),
         "userHandle": .string("dXNlci0x"), "authenticatorId": .string("wd-1"),
     ]
 
@@ -35,7 +36,7 @@ struct CredentialParametersTests {
                 == .object([
                     "credentialId": .string("AQID"), "isResidentCredential": .bool(true),
                     "rpId": .string("example.com"),
-                    "privateKey": .string("MIGHAgEAMBMGByqGSM49AgE"), "signCount": .integer(41),
+                    "privateKey": .string("MIGHAgEAMBMGByqGSM49AgE"), "signCount": .number(41),
                     "userHandle": .string("dXNlci0x"),
                 ])
         )
@@ -63,7 +64,7 @@ struct CredentialParametersTests {
         arguments: [
             ([String: JSONValue](), ["credentialId"]),
             (["credentialId": .string("not base64url!")], []),
-            (["credentialId": .integer(7)], []),
+            (["credentialId": .number(7)], []),
             ([:], ["isResidentCredential"]),
             (["isResidentCredential": .string("true")], []),
             ([:], ["rpId"]),
@@ -74,12 +75,12 @@ struct CredentialParametersTests {
             ([:], ["userHandle"]),
             (["userHandle": .bool(true)], []),
             ([:], ["signCount"]),
-            (["signCount": .integer(-1)], []),
-            (["signCount": .integer(4_294_967_296)], []),
+            (["signCount": .number(-1)], []),
+            (["signCount": .number(4_294_967_296)], []),
             (["signCount": .number(1.5)], []),
             (["signCount": .string("1")], []),
-            (["largeBlob": .integer(1)], []),
-            (["userName": .integer(1)], []),
+            (["largeBlob": .number(1)], []),
+            (["userName": .number(1)], []),
             (["backupState": .string("no")], []),
         ]
     )
@@ -113,7 +114,7 @@ struct CredentialParametersTests {
         let stored: JSONValue = .object([
             "id": .string("AQID"), "credentialId": .string("AQID"), "isResidentCredential": .bool(true),
             "rpId": .string("example.com"), "userId": .string("dXNlci0x"), "userHandle": .string("dXNlci0x"),
-            "userName": .string("alice"), "algorithm": .integer(-7), "credProtect": .integer(1),
+            "userName": .string("alice"), "algorithm": .number(-7), "credProtect": .number(1),
             "privateKey": .string("MIGH"), "largeBlob": .string("aGk"),
         ])
         #expect(
@@ -121,7 +122,7 @@ struct CredentialParametersTests {
                 == .object([
                     "credentialId": .string("AQID"), "isResidentCredential": .bool(true),
                     "rpId": .string("example.com"),
-                    "privateKey": .string("MIGH"), "userHandle": .string("dXNlci0x"), "signCount": .integer(0),
+                    "privateKey": .string("MIGH"), "userHandle": .string("dXNlci0x"), "signCount": .number(0),
                     "largeBlob": .string("aGk"), "backupEligibility": .bool(false), "backupState": .bool(false),
                     "userName": .string("alice"), "userDisplayName": .string(""),
                 ])

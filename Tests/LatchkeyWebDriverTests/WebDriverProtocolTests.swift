@@ -3,6 +3,7 @@
 
 import Foundation
 import NIOCore
+import LatchkeyNames
 import Testing
 
 @testable import LatchkeyWebDriver
@@ -92,8 +93,12 @@ struct WebDriverProtocolTests {
     @Test("JSON keeps booleans, integers and fractions apart")
     func json() {
         #expect(JSONValue.parse(Array("true".utf8)) == .bool(true))
-        #expect(JSONValue.parse(Array("1".utf8)) == .integer(1))
+        #expect(JSONValue.parse(Array("1".utf8))?.integer == 1)
+        #expect(JSONValue.parse(Array("41.0".utf8))?.integer == 41)
         #expect(JSONValue.parse(Array("1.5".utf8)) == .number(1.5))
+        #expect(JSONValue.parse(Array("1.5".utf8))?.integer == nil)
+        #expect(JSONValue.parse(Array("true".utf8))?.integer == nil)
+        #expect(String(data: JSONValue.number(4_294_967_295).text, encoding: .utf8) == "4294967295")
         #expect(JSONValue.parse(Array(#"{"a":[null]}"#.utf8)) == .object(["a": .array([.null])]))
         #expect(JSONValue.parse(Array("{".utf8)) == nil)
     }

@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from fido2.ctap2 import Ctap2
 
 import rp
-from conftest import HOST, REPO, Opened, free_port, wait_for
+from conftest import HOST, Opened, built_binary, free_port, wait_for
 from fake_webdriver import FakeWebDriver
 from test_automation import get_assertion, verify_es256
 
@@ -45,11 +45,7 @@ def unb64url(text: str) -> bytes:
 
 
 def webdriver_binary() -> Path:
-    path = Path(os.environ.get("LATCHKEY_WEBDRIVER", ".build/debug/latchkey-webdriver"))
-    if not path.is_absolute():
-        cwd_path = Path.cwd() / path
-        path = cwd_path if cwd_path.exists() else REPO / path
-    return path
+    return built_binary("LATCHKEY_WEBDRIVER", ".build/debug/latchkey-webdriver")
 
 
 class Intermediary:

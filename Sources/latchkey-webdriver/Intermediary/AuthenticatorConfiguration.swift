@@ -7,6 +7,8 @@
 // (transport "usb"). Every switch the spec defaults to false is sent to
 // latchkeyd explicitly, because latchkeyd's own defaults are "everything on".
 
+import LatchkeyNames
+
 /// A checked Authenticator Configuration.
 public struct AuthenticatorConfiguration: Sendable, Equatable {
     /// latchkeyd's protocol name: "ctap2.1" or "u2f-only".

@@ -3,6 +3,8 @@
 // latchkeyd's POST /v1/keys/{name}/credentials; and a credential latchkeyd
 // lists, turned into what Get Credentials answers.
 
+import LatchkeyNames
+
 /// A checked Add Credential request.
 public struct CredentialParameters: Sendable, Equatable {
     /// base64url without padding, as latchkeyd takes byte strings.
@@ -118,7 +120,7 @@ public struct CredentialParameters: Sendable, Equatable {
             "isResidentCredential": .bool(isResidentCredential),
             "rpId": .string(rpId),
             "privateKey": .string(privateKey),
-            "signCount": .integer(signCount),
+            "signCount": .number(Double(signCount)),
         ]
         if let userHandle { body["userHandle"] = .string(userHandle) }
         if let largeBlob { body["largeBlob"] = .string(largeBlob) }
@@ -137,7 +139,7 @@ public struct CredentialParameters: Sendable, Equatable {
             "isResidentCredential": members["isResidentCredential"] ?? .bool(true),
             "rpId": members["rpId"] ?? .null,
             "privateKey": members["privateKey"] ?? .null,
-            "signCount": members["signCount"] ?? .integer(0),
+            "signCount": members["signCount"] ?? .number(0),
             "backupEligibility": .bool(false),
             "backupState": .bool(false),
             "userName": members["userName"] ?? .string(""),

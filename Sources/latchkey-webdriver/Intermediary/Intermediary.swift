@@ -6,6 +6,7 @@
 // session is deleted, when it has been silent for the idle timeout, and when
 // the intermediary stops (SIGINT, SIGTERM).
 
+import LatchkeyNames
 import AsyncHTTPClient
 import Foundation
 import HTTPTypes

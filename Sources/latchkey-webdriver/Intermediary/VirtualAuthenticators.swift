@@ -8,6 +8,7 @@
 // switches on its in-browser virtual authenticator environment: Chromium
 // keeps talking to real HID devices, and finds the latchkey key among them.
 
+import LatchkeyNames
 import Logging
 import NIOHTTP1
 

@@ -2,6 +2,8 @@
 // status its table gives, and the JSON body every WebDriver client reads,
 // `{"value": {"error", "message", "stacktrace"}}`.
 
+import LatchkeyNames
+
 /// A WebDriver error the intermediary answers itself.
 public struct WebDriverError: Error, Sendable, Equatable {
     /// The error code, e.g. "invalid argument".

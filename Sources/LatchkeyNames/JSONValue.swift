@@ -1,18 +1,19 @@
-// A JSON value as WebDriver sends it. WebAuthn §11 tells an absent property
-// from `null`, a boolean from a number and an integer from a fraction, which
-// a Codable struct would blur; this enum keeps every distinction.
-
-import Foundation
+// Any JSON value, as a tree of plain values: the open parts of a CXF document
+// in the daemon, and WebDriver's parameters in latchkey-webdriver, which must
+// tell an absent property from null and a boolean from a number (WebAuthn
+// §11). Codable is the standard library's, so this target still needs no
+// Foundation; turning text into a value is the caller's JSONDecoder.
 
 /// Any JSON value.
-public enum JSONValue: Sendable, Equatable, Codable {
+public enum JSONValue: Codable, Sendable, Equatable, ExpressibleByStringLiteral {
     case null
     case bool(Bool)
-    case integer(Int64)
     case number(Double)
     case string(String)
     case array([JSONValue])
     case object([String: JSONValue])
+
+    public init(stringLiteral value: String) { self = .string(value) }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
@@ -20,8 +21,6 @@ public enum JSONValue: Sendable, Equatable, Codable {
             self = .null
         } else if let value = try? container.decode(Bool.self) {
             self = .bool(value)
-        } else if let value = try? container.decode(Int64.self) {
-            self = .integer(value)
         } else if let value = try? container.decode(Double.self) {
             self = .number(value)
         } else if let value = try? container.decode(String.self) {
@@ -38,24 +37,17 @@ public enum JSONValue: Sendable, Equatable, Codable {
         switch self {
         case .null: try container.encodeNil()
         case .bool(let value): try container.encode(value)
-        case .integer(let value): try container.encode(value)
-        case .number(let value): try container.encode(value)
+        case .number(let value):
+            // Whole numbers (versions, timestamps, counters) without a fraction.
+            if let whole = JSONValue.number(value).integer {
+                try container.encode(whole)
+            } else {
+                try container.encode(value)
+            }
         case .string(let value): try container.encode(value)
         case .array(let value): try container.encode(value)
         case .object(let value): try container.encode(value)
         }
-    }
-
-    /// The value parsed from JSON text; nil for text that is not JSON.
-    public static func parse(_ bytes: some Collection<UInt8>) -> JSONValue? {
-        try? JSONDecoder().decode(JSONValue.self, from: Data(bytes))
-    }
-
-    /// The JSON text, keys sorted.
-    public var text: Data {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return (try? encoder.encode(self)) ?? Data("null".utf8)
     }
 
     /// The members of an object; nil for any other value.
@@ -76,21 +68,18 @@ public enum JSONValue: Sendable, Equatable, Codable {
         if case .bool(let value) = self { value } else { nil }
     }
 
-    /// An integer, also when written with a zero fraction (`41.0`).
+    /// A number without a fraction (`41`, `41.0`), within the range a Double
+    /// holds exactly; nil for any other value.
     public var integer: Int64? {
-        switch self {
-        case .integer(let value): value
-        case .number(let value) where value.rounded() == value && abs(value) < 9.0e15: Int64(value)
-        default: nil
-        }
+        if case .number(let value) = self, value == value.rounded(), abs(value) < 1e15 { Int64(value) } else { nil }
     }
 
     /// A JSON name for the value's type, for error messages.
-    var typeName: String {
+    public var typeName: String {
         switch self {
         case .null: "null"
         case .bool: "a boolean"
-        case .integer, .number: "a number"
+        case .number: "a number"
         case .string: "a string"
         case .array: "an array"
         case .object: "an object"
