@@ -379,6 +379,22 @@ def test_add_credential_errors(wd):
     wd.command("DELETE", f"/session/{session}")
 
 
+def test_set_credential_properties(wd):
+    """Set Credential Properties: false is what a latchkey credential already is; true
+    cannot be (a security key is never backup eligible)."""
+    session = wd.new_session()
+    authenticator = wd.add_authenticator(session, hasResidentKey=True)
+    base = f"/session/{session}/webauthn/authenticator/{authenticator}"
+    _, _, params = resident_credential(pad=False)
+    wd.command("POST", f"{base}/credential", params)
+    props = f"{base}/credentials/{params['credentialId']}/props"
+    assert wd.command("POST", props, {"backupEligibility": False, "backupState": False}) is None
+    wd.error("POST", props, {"backupState": True}, expect=500, code="unsupported operation")
+    wd.error("POST", props, {"backupState": "no"})
+    assert "no such credential" in wd.error("POST", f"{base}/credentials/{b64url(os.urandom(8))}/props", {})
+    wd.command("DELETE", f"/session/{session}")
+
+
 def test_set_user_verified(wd, control):
     session = wd.new_session()
     authenticator = wd.add_authenticator(session, hasUserVerification=True, isUserVerified=True)
