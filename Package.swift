@@ -32,6 +32,7 @@ let package = Package(
         .library(name: "LatchkeyDaemon", targets: ["LatchkeyDaemon"]),
         .executable(name: "latchkeyd", targets: ["latchkeyd"]),
         .executable(name: "latchkeyctl", targets: ["latchkeyctl"]),
+        .executable(name: "latchkey-webdriver", targets: ["latchkey-webdriver"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
@@ -46,6 +47,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         // ML-DSA-65/87 (BoringSSL), which Debian 12's OpenSSL 3.0 lacks.
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+        // HTTPField for the headers latchkey-webdriver forwards (Hummingbird's own types).
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.4.0"),
     ],
     targets: [
         // System libraries.
@@ -77,8 +80,8 @@ let package = Package(
         ),
         .target(name: "USBIP", dependencies: ["LatchkeyErrors"], swiftSettings: strict),
 
-        // Names shared by the daemon and latchkeyctl (KeyName, LatchkeyVersion): values, no I/O,
-        // no Foundation.
+        // Values shared by the daemon, latchkeyctl and latchkey-webdriver (KeyName, LatchkeyVersion,
+        // SocketLocation, JSONValue): no I/O, no Foundation.
         .target(name: "LatchkeyNames", swiftSettings: strict),
 
         // The one system-call wrapper (EINTR, errno) the I/O targets share.
@@ -145,6 +148,36 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // The WebDriver intermediary (README "Selenium and WebDriver"): WebAuthn §11's virtual
+        // authenticator commands answered with latchkeyd keys, every other command forwarded to the
+        // browser's driver. The logic is a library so that its tests can reach it; the executable
+        // only parses arguments.
+        .target(
+            name: "LatchkeyWebDriver",
+            dependencies: [
+                "LatchkeyNames",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Sources/latchkey-webdriver/Intermediary",
+            swiftSettings: daemonSettings
+        ),
+        .executableTarget(
+            name: "latchkey-webdriver",
+            dependencies: [
+                "LatchkeyWebDriver", "LatchkeyNames",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Sources/latchkey-webdriver/Command",
+            swiftSettings: daemonSettings
+        ),
+
         // What the Swift test targets share: kept fuzz crashers, a seeded generator.
         .target(name: "LatchkeyTestSupport", path: "Tests/LatchkeyTestSupport", swiftSettings: strict),
 
@@ -155,6 +188,10 @@ let package = Package(
             resources: [.copy("Crashers")]
         ),
         .testTarget(name: "LatchkeyNamesTests", dependencies: ["LatchkeyNames"]),
+        .testTarget(
+            name: "LatchkeyWebDriverTests",
+            dependencies: ["LatchkeyWebDriver", "LatchkeyNames", .product(name: "NIOCore", package: "swift-nio")]
+        ),
         .testTarget(
             name: "LatchkeyDaemonTests",
             dependencies: [

@@ -25,11 +25,12 @@
 #   3. VM 1 (base image): Tests/kernel/guest-checks.sh --suite base - uhid, then
 #      USB/IP, each with fido2-token/-cred/-assert and python-fido2.
 #      VM 2 (browsers image: --chromium plus firefox-esr, Xvfb, xdotool and PyPI's
-#      marionette-driver; udevd running): --suite browsers - the 32-cell browser
-#      matrix (Chromium and Firefox ESR x uhid and USB/IP x built-in UV and PIN x
-#      four WebAuthn flows; Tests/kernel/browsers/matrix.py).
+#      marionette-driver and selenium; udevd running): --suite browsers - the 32-cell
+#      browser matrix (Chromium and Firefox ESR x uhid and USB/IP x built-in UV and PIN
+#      x four WebAuthn flows; Tests/kernel/browsers/matrix.py), then Selenium through
+#      latchkey-webdriver with Chromium (Tests/kernel/browsers/webdriver_intermediary.py).
 #      LATCHKEY_KERNEL_SUITES="base browsers deb" picks which (default all three);
-#      LATCHKEY_BROWSERS="firefox" runs the matrix for those browsers only.
+#      LATCHKEY_BROWSERS="firefox" runs only those of "chromium firefox selenium".
 #      VM 3 (base image + systemd udev; systemd as PID 1): --suite deb -
 #      scripts/package-deb.sh builds the .deb first, then Tests/kernel/deb-checks.sh:
 #      apt install, systemctl enable --now, a user in the latchkey group, restart,
@@ -106,8 +107,8 @@ if [ -n "${LATCHKEY_BIN_DIR:-}" ]; then
     log "using the binaries in $BIN"
 else
     SCRATCH=${LATCHKEY_BUILD_PATH:-.build}
-    log "swift build --scratch-path $SCRATCH --product latchkeyd / latchkeyctl (debug)"
-    for product in latchkeyd latchkeyctl; do
+    log "swift build --scratch-path $SCRATCH --product latchkeyd / latchkeyctl / latchkey-webdriver (debug)"
+    for product in latchkeyd latchkeyctl latchkey-webdriver; do
         swift build --scratch-path "$SCRATCH" --product "$product" 2>&1 | grep -vE '^warning: |^    /' >&2
         [ "${PIPESTATUS[0]}" = 0 ] || { echo "kernel-tests: swift build of $product failed" >&2; exit 1; }
     done
@@ -157,7 +158,9 @@ BASE_PACKAGES="openssh-client" BASE_WHEELS="cryptography==48.0.0"
 # Marionette client for Firefox (Debian packages no geckodriver), whose mozrunner
 # imports distutils (python3-distutils in Debian 12).
 BROWSERS_PACKAGES="firefox-esr xvfb xdotool x11-utils x11-apps python3-distutils"
-BROWSERS_WHEELS="marionette-driver==3.7.1 cryptography==48.0.0"  # cryptography: see BASE_WHEELS
+# Selenium's Python bindings for the test through latchkey-webdriver (webdriver_intermediary.py);
+# cryptography: see BASE_WHEELS.
+BROWSERS_WHEELS="marionette-driver==3.7.1 selenium==4.51.0 cryptography==48.0.0"
 DEB_PACKAGES="systemd udev"  # the deb suite: systemd as PID 1; the package's dependencies are in the base
 suite_image() {  # SUITE: sets IMAGE_OPT, IMAGE_PACKAGES, IMAGE_WHEELS and IMAGE_DIR
     case "$1" in

@@ -43,9 +43,12 @@ install_deps() {
     # usbip 0.7.0 runs the stand-in USB/IP server that checks our client (Tests/e2e/standin_usbip.py).
     # openapi-spec-validator, jsonschema (4.18+: referencing) and PyYAML check the
     # control API's OpenAPI file and the daemon's answers against it.
-    local pip_packages=("fido2>=2,<3" pytest "usbip==0.7.0" openapi-spec-validator "jsonschema>=4.18" pyyaml)
+    # selenium 4 drives latchkey-webdriver with its own virtual authenticator classes (Tests/e2e/test_webdriver.py).
+    local pip_packages=("fido2>=2,<3" pytest "usbip==0.7.0" openapi-spec-validator "jsonschema>=4.18" pyyaml
+        "selenium>=4,<5")
     if ! python3 -c 'import pytest, usbip, fido2.server, openapi_spec_validator, jsonschema, referencing, yaml
-from fido2.webauthn import RegistrationResponse' 2>/dev/null; then
+from fido2.webauthn import RegistrationResponse
+from selenium.webdriver.common.virtual_authenticator import VirtualAuthenticatorOptions' 2>/dev/null; then
         log "pip install ${pip_packages[*]}"
         python3 -m pip install -q "${pip_packages[@]}" 2>/dev/null ||
             python3 -m pip install -q --break-system-packages "${pip_packages[@]}"
@@ -61,8 +64,9 @@ log "swift test"
 swift test --skip-build
 
 bin="$(swift build --show-bin-path)"
-log "pytest: latchkeyctl against a fake daemon, latchkeyd end to end over USB/IP"
-LATCHKEYD="$bin/latchkeyd" LATCHKEYCTL="$bin/latchkeyctl" python3 -m pytest -q Tests/latchkeyctl Tests/e2e
+log "pytest: latchkeyctl against a fake daemon, latchkeyd end to end over USB/IP, latchkey-webdriver"
+LATCHKEYD="$bin/latchkeyd" LATCHKEYCTL="$bin/latchkeyctl" LATCHKEY_WEBDRIVER="$bin/latchkey-webdriver" \
+    python3 -m pytest -q Tests/latchkeyctl Tests/e2e
 
 log "device suite: Yubico's tests/device (python-fido2 $(sed -n 's/^version=//p' scripts/device-suite.sh)) against latchkeyd over USB/IP"
 LATCHKEYD="$bin/latchkeyd" scripts/device-suite.sh

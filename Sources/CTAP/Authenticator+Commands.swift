@@ -486,7 +486,9 @@ extension Authenticator {
             forcePINChange: try forcePINChange(),
             minPINLength: try minPINLength(),
             firmwareVersion: configuration.firmwareVersion,
-            maxCredBlobLength: Self.maxCredBlobLength,
+            // present if, and only if, credBlob is offered (CTAP 2.1 §6.4): Chromium
+            // takes a key that says otherwise for U2F-only
+            maxCredBlobLength: configuration.offers(ExtensionIdentifier.credBlob) ? Self.maxCredBlobLength : nil,
             maxRPIDsForSetMinPINLength: configuration.maxRPIDsForSetMinPINLength,
             remainingDiscoverableCredentials: max(0, configuration.maxDiscoverableCredentials - stored),
             attestationFormats: attestationFormats,
@@ -591,7 +593,8 @@ public struct GetInfoResponse: Sendable {
     public var forcePINChange: Bool
     public var minPINLength: Int
     public var firmwareVersion: UInt64
-    public var maxCredBlobLength: Int
+    /// Only when credBlob is offered.
+    public var maxCredBlobLength: Int?
     public var maxRPIDsForSetMinPINLength: Int
     public var remainingDiscoverableCredentials: Int
     /// The first is what makeCredential returns unless asked for
@@ -626,7 +629,9 @@ public struct GetInfoResponse: Sendable {
             (0x0C, .boolean(forcePINChange)),
             (0x0D, .int(minPINLength)),
             (0x0E, .unsigned(firmwareVersion)),
-            (0x0F, .int(maxCredBlobLength)),
+        ]
+        if let maxCredBlobLength { entries.append((0x0F, .int(maxCredBlobLength))) }
+        entries += [
             (0x10, .int(maxRPIDsForSetMinPINLength)),
             (0x14, .int(remainingDiscoverableCredentials)),
             (0x16, .array(attestationFormats.map { .text($0) })),

@@ -100,6 +100,7 @@ struct AutomationSupportTests {
         #expect(options[text: "largeBlobs"] == nil)
         #expect(info[int: 0x0B] == nil)
         #expect(try info.required(2, "extensions").arrayValue() == ["credProtect"])
+        #expect(info[int: 0x0F] == nil, "maxCredBlobLength only with credBlob (CTAP 2.1 §6.4)")
 
         var create = MakeCredentialBuilder(rk: true)
         #expect(try await key.send(.makeCredential, create.cbor).0 == .unsupportedOption)

@@ -5,6 +5,7 @@
 import CTAP
 import Foundation
 import LatchkeyCrypto
+import LatchkeyNames
 import Testing
 
 @testable import LatchkeyDaemon

@@ -272,12 +272,18 @@ class Daemon:
 _daemon: Daemon | None = None
 
 
-def daemon_binary() -> Path:
-    path = Path(os.environ.get("LATCHKEYD", ".build/debug/latchkeyd"))
+def built_binary(variable: str, default: str) -> Path:
+    """The binary `$variable` names, else `default`; a relative path from the working
+    directory, else from the repository."""
+    path = Path(os.environ.get(variable, default))
     if not path.is_absolute():
         cwd_path = Path.cwd() / path
         path = cwd_path if cwd_path.exists() else REPO / path
     return path
+
+
+def daemon_binary() -> Path:
+    return built_binary("LATCHKEYD", ".build/debug/latchkeyd")
 
 
 @pytest.fixture(scope="session")

@@ -24,8 +24,10 @@
 #                     x {uhid, USB/IP} x {built-in UV by policy, a PIN the test types
 #                     into the browser's prompt} x the four flows of
 #                     Tests/kernel/browsers/matrix.py = 32 cells, each verified by
-#                     python-fido2's Fido2Server
-#   --browsers LIST   browsers suite: only these ("chromium firefox", the default)
+#                     python-fido2's Fido2Server; and "selenium": a Selenium test
+#                     through latchkey-webdriver, whose virtual authenticator is a
+#                     latchkey key Chromium finds on hidraw (browsers/webdriver_intermediary.py)
+#   --browsers LIST   browsers suite: only these ("chromium firefox selenium", the default)
 #
 # Prints one line per check, "ok N - name" or "not ok N - name", diagnostics as
 # "# ..." lines, and last "N passed, M failed" alone on a line. Exit status 1
@@ -37,7 +39,7 @@ BIN=
 SUITE=base
 ARTIFACTS=
 ONLY=
-BROWSERS="chromium firefox"
+BROWSERS="chromium firefox selenium"
 while [ $# -gt 0 ]; do
     case "$1" in
         --bin) BIN=$2; shift ;;
@@ -103,7 +105,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# stage_binaries: copies latchkeyd, latchkeyctl and the Swift runtime libraries they
+# stage_binaries: copies latchkeyd, latchkeyctl (latchkey-webdriver when built) and the Swift runtime libraries they
 # load from outside the system directories into tmpfs. Executing them from the 9p
 # share costs 2-10 s per start under TCG (every page fault is a 9p read);
 # from tmpfs, well under a second. LD_LIBRARY_PATH (which precedes RUNPATH) points
@@ -112,7 +114,9 @@ stage_binaries() {
     local lib
     mkdir -p "$WORK/bin" "$WORK/lib"
     cp "$BIN/latchkeyd" "$BIN/latchkeyctl" "$WORK/bin/" || return 1
-    ldd "$WORK/bin/latchkeyd" "$WORK/bin/latchkeyctl" > "$WORK/ldd.txt" 2>&1 || { indent "$WORK/ldd.txt"; return 1; }
+    # the WebDriver intermediary, for the browsers suite (a release package has none)
+    [ -x "$BIN/latchkey-webdriver" ] && { cp "$BIN/latchkey-webdriver" "$WORK/bin/" || return 1; }
+    ldd "$WORK"/bin/* > "$WORK/ldd.txt" 2>&1 || { indent "$WORK/ldd.txt"; return 1; }
     if grep -q 'not found' "$WORK/ldd.txt"; then
         note "libraries the guest lacks (run.sh RIG_EXTRA_SHARES for the Swift runtime, EXTRA_PACKAGES for Debian's):"
         grep 'not found' "$WORK/ldd.txt" | sort -u | indent
@@ -647,6 +651,36 @@ browser_matrix() {
     cut -c 1-300 "$WORK/$BROWSER-matrix.err" | indent | tail -n 40
 }
 
+# Selenium through latchkey-webdriver (browsers/webdriver_intermediary.py): a virtual
+# authenticator test as Selenium's documentation writes one, whose authenticator is a
+# latchkey key Chromium reaches through hidraw. The daemon's own key has no transport,
+# so the key the test adds is the only one Chromium finds.
+webdriver_check() {
+    local t
+    LABEL=webdriver
+    section "Selenium through latchkey-webdriver: Chromium, and the key the test adds (uhid)"
+    if [ ! -x "$WORK/bin/latchkey-webdriver" ]; then
+        fail "webdriver: latchkey-webdriver is in $BIN"
+        return
+    fi
+    t=$(now)
+    printf '[[keys]]\nname = "parked"\nuhid = false\nusbip = false\n' > "$WORK/webdriver.toml"
+    start_daemon webdriver --config "$WORK/webdriver.toml" --no-usbip
+    if ! wait_status 60 'd["keys"]'; then
+        fail "webdriver: latchkeyd up"
+        tail -n 40 "$D_LOG" | indent
+        stop_daemon
+        return
+    fi
+    # collect in this shell (not a pipeline's subshell), so that its checks count
+    collect < <(cd "$HERE/browsers" && exec timeout -s KILL 1500 python3 webdriver_intermediary.py \
+        --socket "$D_SOCK" --intermediary "$WORK/bin/latchkey-webdriver" --ctl "$LATCHKEYCTL" \
+        --lib-dir "$WORK/lib" --browser-log "$WORK/selenium-chromium.log" --work "$WORK" 2> "$WORK/webdriver.err")
+    note "webdriver: $(since "$t"); webdriver_intermediary.py's log:"
+    cut -c 1-300 "$WORK/webdriver.err" | indent | tail -n 60
+    stop_daemon
+}
+
 suite_browsers() {
     local browser cell passed=0 failed=0
     command -v chromium > /dev/null && command -v firefox-esr > /dev/null && command -v Xvfb > /dev/null \
@@ -654,7 +688,10 @@ suite_browsers() {
     note "$(chromium --version 2>/dev/null); $(firefox-esr --version 2>/dev/null);" \
         "udevd $(pgrep -x systemd-udevd > /dev/null && echo running || echo 'not running')"
     for browser in $BROWSERS; do
-        browser_matrix "$browser"
+        case "$browser" in
+            selenium) webdriver_check ;;
+            *) browser_matrix "$browser" ;;
+        esac
     done
     section "the browser matrix"
     for cell in "${MATRIX_CELLS[@]}"; do

@@ -13,6 +13,7 @@
 
 import CTAP
 import Foundation
+import LatchkeyNames
 
 /// A passkey as CXF carries it (the "passkey" credential type).
 struct CXFPasskey: Sendable, Equatable {
@@ -294,52 +295,7 @@ enum CXF {
     }
 }
 
-/// Any JSON value, for the open parts of CXF and for writing it in one shape.
-enum JSONValue: Codable, Sendable, Equatable, ExpressibleByStringLiteral {
-    case null
-    case bool(Bool)
-    case number(Double)
-    case string(String)
-    case array([JSONValue])
-    case object([String: JSONValue])
-
-    init(stringLiteral value: String) { self = .string(value) }
-
-    init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        if container.decodeNil() {
-            self = .null
-        } else if let value = try? container.decode(Bool.self) {
-            self = .bool(value)
-        } else if let value = try? container.decode(Double.self) {
-            self = .number(value)
-        } else if let value = try? container.decode(String.self) {
-            self = .string(value)
-        } else if let value = try? container.decode([JSONValue].self) {
-            self = .array(value)
-        } else {
-            self = .object(try container.decode([String: JSONValue].self))
-        }
-    }
-
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        switch self {
-        case .null: try container.encodeNil()
-        case .bool(let value): try container.encode(value)
-        case .number(let value):
-            // Whole numbers (versions, timestamps) without a fraction.
-            if value == value.rounded(), abs(value) < 1e15 {
-                try container.encode(Int64(value))
-            } else {
-                try container.encode(value)
-            }
-        case .string(let value): try container.encode(value)
-        case .array(let value): try container.encode(value)
-        case .object(let value): try container.encode(value)
-        }
-    }
-
+extension JSONValue {
     /// The value as JSON text, keys sorted.
     func jsonData() -> Data {
         let encoder = JSONEncoder()

@@ -6,6 +6,7 @@
 
 import CTAP
 import Foundation
+import LatchkeyNames
 
 /// POST /v1/keys/{name}/signals/accepted-credentials
 /// (PublicKeyCredential.signalAllAcceptedCredentials).

@@ -13,6 +13,7 @@
 
 import Foundation
 import LatchkeyCrypto
+import LatchkeyNames
 
 struct ExchangeEnvelope: Codable, Sendable, Equatable {
     static let format = "latchkey-cxf-scrypt-aes256gcm-v1"

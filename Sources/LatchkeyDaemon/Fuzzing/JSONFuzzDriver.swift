@@ -6,6 +6,7 @@
 
 import CTAP
 import Foundation
+import LatchkeyNames
 import LatchkeyCrypto
 
 /// Runs bytes through the JSON parsers of the control API, CXF and the export envelope.

@@ -97,6 +97,7 @@ class Chromium(Browser):
              f"--log-path={os.path.join(self.work, 'chromedriver.log')}"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env)
         self.wd = WebDriver(port)
+        self.driver_port = port  # for a client of its own (webdriver_intermediary.py)
         deadline = time.monotonic() + 180
         while True:
             try:
@@ -113,7 +114,7 @@ class Chromium(Browser):
         # busy host a cold Chromium takes longer. An app window (--app): no tab strip,
         # toolbar or omnibox, whose WebUI costs minutes under TCG; the network service
         # in the browser process: a child that cannot connect within 15 s exits.
-        devtools = free_port()
+        devtools = self.devtools = free_port()
         chromium_args = [
             shutil.which("chromium") or "/usr/bin/chromium",
             "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",

@@ -1,13 +1,15 @@
 // Where the control socket is: `--socket`, else `$LATCHKEY_SOCKET`, else the
 // system service's socket when it exists, else the user service's socket.
+// latchkeyctl and latchkey-webdriver share the rule; the caller says whether
+// a file exists, so this target still does no I/O.
 
 /// The control socket's path and how it was chosen (for error messages).
-struct SocketLocation: Equatable {
-    var path: String
+public struct SocketLocation: Equatable, Sendable {
+    public var path: String
     /// Says where `path` came from, e.g. "from --socket".
-    var origin: String
+    public var origin: String
 
-    static let systemPath = "/run/latchkeyd/control.sock"
+    public static let systemPath = "/run/latchkeyd/control.sock"
 
     /// Resolves the socket path.
     ///
@@ -15,7 +17,7 @@ struct SocketLocation: Equatable {
     ///   - option: the `--socket` value, if given.
     ///   - environment: the process environment.
     ///   - exists: whether a file exists at a path.
-    static func resolve(
+    public static func resolve(
         option: String?,
         environment: [String: String],
         exists: (String) -> Bool

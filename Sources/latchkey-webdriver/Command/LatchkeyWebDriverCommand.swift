@@ -1,0 +1,95 @@
+// latchkey-webdriver: a WebDriver intermediary that answers WebAuthn §11's
+// virtual authenticator commands with latchkeyd keys and forwards every other
+// command to the browser's driver. The work is in the LatchkeyWebDriver
+// library; this file only reads the options.
+
+import ArgumentParser
+import Foundation
+import LatchkeyNames
+import LatchkeyWebDriver
+import Logging
+
+@main
+struct LatchkeyWebDriverCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "latchkey-webdriver",
+        abstract: "Serve WebDriver's virtual authenticator commands (WebAuthn §11) with latchkeyd keys.",
+        discussion: """
+            Point a WebDriver client at http://127.0.0.1:PORT instead of the browser's driver. \
+            Add Virtual Authenticator creates a latchkeyd key (wd-<random>, presence auto) that the \
+            browser sees as a USB security key through /dev/uhid or USB/IP; Add/Get/Remove \
+            Credential(s) and Set User Verified go to that key through latchkeyd's control API. \
+            Every other command goes to --upstream unchanged. The driver never sees a WebAuthn \
+            command, so its in-browser virtual authenticator stays off and the browser's real \
+            HID and UI code runs.
+
+            A session's keys are removed when the session is deleted, when it sends no request \
+            for --idle-timeout seconds (a test that died), and when latchkey-webdriver stops.
+
+            Examples:
+              chromedriver --port=9515 &
+              latchkey-webdriver                                  # 127.0.0.1:4445 -> 127.0.0.1:9515
+              latchkey-webdriver --port 4444 --upstream http://127.0.0.1:9515 --idle-timeout 120
+              latchkey-webdriver --socket /run/latchkeyd/control.sock
+
+            Python:
+              driver = webdriver.Remote("http://127.0.0.1:4445", options=webdriver.ChromeOptions())
+              driver.add_virtual_authenticator(VirtualAuthenticatorOptions(has_resident_key=True))
+
+            It listens on 127.0.0.1 only. Whoever can connect to it can create keys and seed \
+            credentials, as whoever can use the control socket can.
+            """,
+        version: LatchkeyVersion.string
+    )
+
+    @Option(name: .long, help: "The loopback port to listen on (0: any free port, logged).")
+    var port = 4445
+
+    @Option(name: .long, help: "The browser driver's base URL (chromedriver, geckodriver, a Selenium Grid).")
+    var upstream = "http://127.0.0.1:9515"
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "latchkeyd's control socket.",
+            discussion:
+                "Default as latchkeyctl's: $LATCHKEY_SOCKET, else /run/latchkeyd/control.sock if it exists, else $XDG_RUNTIME_DIR/latchkeyd/control.sock."
+        )
+    )
+    var socket: String?
+
+    @Option(name: .customLong("idle-timeout"), help: "Seconds a session may send nothing before its keys are removed.")
+    var idleTimeout: Double = 300
+
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel = "info"
+
+    func validate() throws {
+        guard (0...65535).contains(port) else { throw ValidationError("--port must be 0 to 65535") }
+        guard upstream.hasPrefix("http://") || upstream.hasPrefix("https://"), URL(string: upstream)?.host != nil else {
+            throw ValidationError("--upstream must be an http:// or https:// URL, e.g. http://127.0.0.1:9515")
+        }
+        guard idleTimeout > 0, idleTimeout.isFinite else { throw ValidationError("--idle-timeout must be above 0") }
+        guard Logger.Level(rawValue: logLevel) != nil else {
+            throw ValidationError("--log-level must be trace, debug, info, notice, warning, error or critical")
+        }
+    }
+
+    func run() async throws {
+        let socketPath = SocketLocation.resolve(
+            option: socket,
+            environment: ProcessInfo.processInfo.environment,
+            exists: { FileManager.default.fileExists(atPath: $0) }
+        ).path
+        LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+        var logger = Logger(label: "latchkey-webdriver")
+        logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
+        let options = IntermediaryOptions(
+            port: port,
+            upstream: upstream,
+            socketPath: socketPath,
+            idleTimeout: .milliseconds(Int64(idleTimeout * 1000))
+        )
+        try await Intermediary.run(options, logger: logger)
+    }
+}
