@@ -30,7 +30,7 @@
 #      x four WebAuthn flows; Tests/kernel/browsers/matrix.py), then Selenium through
 #      latchkey-webdriver with Chromium (Tests/kernel/browsers/webdriver_intermediary.py).
 #      LATCHKEY_KERNEL_SUITES="base browsers deb" picks which (default all three);
-#      LATCHKEY_BROWSERS="firefox" runs only those of "chromium firefox selenium".
+#      LATCHKEY_BROWSERS="firefox" runs only those of "chromium firefox selenium webdriver-firefox".
 #      VM 3 (base image + systemd udev; systemd as PID 1): --suite deb -
 #      scripts/package-deb.sh builds the .deb first, then Tests/kernel/deb-checks.sh:
 #      apt install, systemctl enable --now, a user in the latchkey group, restart,

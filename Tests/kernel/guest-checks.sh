@@ -27,7 +27,7 @@
 #                     python-fido2's Fido2Server; and "selenium": a Selenium test
 #                     through latchkey-webdriver, whose virtual authenticator is a
 #                     latchkey key Chromium finds on hidraw (browsers/webdriver_intermediary.py)
-#   --browsers LIST   browsers suite: only these ("chromium firefox selenium", the default)
+#   --browsers LIST   browsers suite: only these ("chromium firefox selenium webdriver-firefox", the default)
 #
 # Prints one line per check, "ok N - name" or "not ok N - name", diagnostics as
 # "# ..." lines, and last "N passed, M failed" alone on a line. Exit status 1
@@ -39,7 +39,7 @@ BIN=
 SUITE=base
 ARTIFACTS=
 ONLY=
-BROWSERS="chromium firefox selenium"
+BROWSERS="chromium firefox selenium webdriver-firefox"
 while [ $# -gt 0 ]; do
     case "$1" in
         --bin) BIN=$2; shift ;;
@@ -681,6 +681,36 @@ webdriver_check() {
     stop_daemon
 }
 
+# Firefox and latchkey-webdriver's §11 HTTP API (browsers/webdriver_firefox.py): no
+# geckodriver exists for Debian 12 or on PyPI, so the test sends Selenium's §11 JSON to
+# latchkey-webdriver itself while Marionette drives Firefox, which signs in with the
+# credential the commands seeded on the key they made.
+webdriver_firefox_check() {
+    local t
+    LABEL=webdriver-firefox
+    section "latchkey-webdriver's §11 commands and Firefox (Marionette), the key they add (uhid)"
+    if [ ! -x "$WORK/bin/latchkey-webdriver" ]; then
+        fail "webdriver-firefox: latchkey-webdriver is in $BIN"
+        return
+    fi
+    t=$(now)
+    printf '[[keys]]\nname = "parked"\nuhid = false\nusbip = false\n' > "$WORK/webdriver-firefox.toml"
+    start_daemon webdriver-firefox --config "$WORK/webdriver-firefox.toml" --no-usbip
+    if ! wait_status 60 'd["keys"]'; then
+        fail "webdriver-firefox: latchkeyd up"
+        tail -n 40 "$D_LOG" | indent
+        stop_daemon
+        return
+    fi
+    collect < <(cd "$HERE/browsers" && exec timeout -s KILL 900 python3 webdriver_firefox.py \
+        --socket "$D_SOCK" --intermediary "$WORK/bin/latchkey-webdriver" --ctl "$LATCHKEYCTL" \
+        --lib-dir "$WORK/lib" --browser-log "$WORK/webdriver-firefox.log" --work "$WORK" \
+        2> "$WORK/webdriver-firefox.err")
+    note "webdriver-firefox: $(since "$t"); webdriver_firefox.py's log:"
+    cut -c 1-300 "$WORK/webdriver-firefox.err" | indent | tail -n 40
+    stop_daemon
+}
+
 suite_browsers() {
     local browser cell passed=0 failed=0
     command -v chromium > /dev/null && command -v firefox-esr > /dev/null && command -v Xvfb > /dev/null \
@@ -690,6 +720,7 @@ suite_browsers() {
     for browser in $BROWSERS; do
         case "$browser" in
             selenium) webdriver_check ;;
+            webdriver-firefox) webdriver_firefox_check ;;
             *) browser_matrix "$browser" ;;
         esac
     done
