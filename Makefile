@@ -1,5 +1,5 @@
 # make install: builds latchkey in release mode and installs the daemon, the
-# CLI, the systemd unit, the udev rule, the service user and a default
+# CLI, the WebDriver intermediary (latchkey-webdriver), the systemd unit, the udev rule, the service user and a default
 # configuration. Variables: PREFIX (/usr/local), DESTDIR (staging root),
 # SYSCONFDIR (/etc), UNITDIR, UDEVDIR, SYSUSERSDIR.
 PREFIX ?= /usr/local
@@ -15,10 +15,12 @@ BINDIR = $(PREFIX)/bin
 build:
 	swift build -c release --product latchkeyd
 	swift build -c release --product latchkeyctl
+	swift build -c release --product latchkey-webdriver
 
 install: build
 	install -D -m 0755 "$$(swift build -c release --show-bin-path)/latchkeyd" "$(DESTDIR)$(BINDIR)/latchkeyd"
 	install -D -m 0755 "$$(swift build -c release --show-bin-path)/latchkeyctl" "$(DESTDIR)$(BINDIR)/latchkeyctl"
+	install -D -m 0755 "$$(swift build -c release --show-bin-path)/latchkey-webdriver" "$(DESTDIR)$(BINDIR)/latchkey-webdriver"
 	sed "s|/usr/local/bin|$(BINDIR)|g" systemd/latchkeyd.service > latchkeyd.service.tmp
 	install -D -m 0644 latchkeyd.service.tmp "$(DESTDIR)$(UNITDIR)/latchkeyd.service"
 	rm -f latchkeyd.service.tmp
@@ -35,7 +37,7 @@ install: build
 	fi
 
 uninstall:
-	rm -f "$(DESTDIR)$(BINDIR)/latchkeyd" "$(DESTDIR)$(BINDIR)/latchkeyctl" \
+	rm -f "$(DESTDIR)$(BINDIR)/latchkeyd" "$(DESTDIR)$(BINDIR)/latchkeyctl" "$(DESTDIR)$(BINDIR)/latchkey-webdriver" \
 		"$(DESTDIR)$(UNITDIR)/latchkeyd.service" "$(DESTDIR)$(UDEVDIR)/70-latchkey.rules" \
 		"$(DESTDIR)$(SYSUSERSDIR)/latchkey.conf"
 

@@ -16,15 +16,15 @@
 # The package: 49 MB, 132 MiB installed (each binary carries Foundation's ICU data).
 #
 # What goes in (the paths Debian bookworm's own packages use):
-#   /usr/bin/latchkeyd, /usr/bin/latchkeyctl   swift build -c release --static-swift-stdlib,
-#                                              stripped; they link only Debian's libraries
+#   /usr/bin/latchkeyd, /usr/bin/latchkeyctl,  swift build -c release --static-swift-stdlib,
+#   /usr/bin/latchkey-webdriver                stripped; they link only Debian's libraries
 #   /lib/systemd/system/latchkeyd.service      systemd/latchkeyd.service, ExecStart in /usr/bin
 #   /usr/lib/systemd/user/latchkeyd.service    systemd/latchkeyd-user.service, likewise
 #   /lib/udev/rules.d/70-latchkey.rules        udev/70-latchkey.rules
 #   /usr/lib/sysusers.d/latchkey.conf          packaging/sysusers-latchkey.conf
 #   /etc/latchkeyd/latchkeyd.toml              packaging/latchkeyd.toml, a conffile
-#   /usr/share/man/man1/latchkey{d,ctl}.1.gz   swift-argument-parser's generate-manual tool
-#   bash, zsh and fish completions             latchkey{d,ctl} --generate-completion-script
+#   /usr/share/man/man1/latchkey{d,ctl,-webdriver}.1.gz   swift-argument-parser's generate-manual
+#   bash, zsh and fish completions             latchkey{d,ctl,-webdriver} --generate-completion-script
 #   DEBIAN/{postinst,prerm,postrm}             packaging/deb/ (they never enable the service)
 # Version: LatchkeyVersion.string (Sources/LatchkeyNames/Version.swift), as the built
 # latchkeyd --version reports it. Depends: dpkg-shlibdeps on the binaries (libc6,
@@ -38,6 +38,8 @@ T0=$(date +%s)
 log() { printf '==> [package-deb %ss] %s\n' "$(( $(date +%s) - T0 ))" "$*" >&2; }
 die() { echo "package-deb: $*" >&2; exit 1; }
 
+# The programs the package installs in /usr/bin, each with its manual page and completions.
+TOOLS=(latchkeyd latchkeyctl latchkey-webdriver)
 SCRATCH=${LATCHKEY_DEB_BUILD_PATH:-.build-deb}
 OUT=${LATCHKEY_DEB_OUT:-$SCRATCH/deb}
 ARCH=amd64
@@ -62,10 +64,10 @@ if [ -n "$TEST_BIN" ]; then
         swift build --scratch-path "$tool_scratch" --product generate-manual 2>&1 | grep -vE '^warning: |^    /' >&2
         [ "${PIPESTATUS[0]}" = 0 ] || die "swift build of generate-manual failed"
     fi
-    [ -x "$BIN/latchkeyd" ] && [ -x "$BIN/latchkeyctl" ] || die "$BIN has no latchkeyd and latchkeyctl"
+    for tool in "${TOOLS[@]}"; do [ -x "$BIN/$tool" ] || die "$BIN has no $tool"; done
 else
     BUILD=(swift build -c release --static-swift-stdlib --scratch-path "$SCRATCH")
-    for product in latchkeyd latchkeyctl generate-manual; do
+    for product in "${TOOLS[@]}" generate-manual; do
         log "${BUILD[*]} --product $product"
         "${BUILD[@]}" --product "$product" 2>&1 | grep -vE '^warning: |^    /' >&2
         [ "${PIPESTATUS[0]}" = 0 ] || die "swift build of $product failed"
@@ -86,9 +88,10 @@ DATE=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%d)
 STAGE=$SCRATCH/deb-root
 rm -rf "$STAGE"
 mkdir -p "$STAGE/DEBIAN"
-install -D -m 0755 "$BIN/latchkeyd" "$STAGE/usr/bin/latchkeyd"
-install -D -m 0755 "$BIN/latchkeyctl" "$STAGE/usr/bin/latchkeyctl"
-strip --strip-unneeded "$STAGE/usr/bin/latchkeyd" "$STAGE/usr/bin/latchkeyctl"
+for tool in "${TOOLS[@]}"; do
+    install -D -m 0755 "$BIN/$tool" "$STAGE/usr/bin/$tool"
+    strip --strip-unneeded "$STAGE/usr/bin/$tool"
+done
 # the units name /usr/local/bin (make install's PREFIX); the package installs to /usr/bin
 unit() { sed 's|/usr/local/bin/|/usr/bin/|g' "$1" > "$2" && chmod 0644 "$2"; }
 mkdir -p "$STAGE/lib/systemd/system" "$STAGE/usr/lib/systemd/user"
@@ -104,7 +107,7 @@ echo /etc/latchkeyd/latchkeyd.toml > "$STAGE/DEBIAN/conffiles"
 log "manual pages and shell completions"
 mkdir -p "$STAGE/usr/share/man/man1" "$STAGE/usr/share/bash-completion/completions" \
     "$STAGE/usr/share/zsh/vendor-completions" "$STAGE/usr/share/fish/vendor_completions.d"
-for tool in latchkeyd latchkeyctl; do
+for tool in "${TOOLS[@]}"; do
     "$BIN/generate-manual" "$BIN/$tool" --date "$DATE" --output-directory "$STAGE/usr/share/man/man1" \
         || die "generate-manual $tool failed"
     gzip -9n "$STAGE/usr/share/man/man1/$tool.1"
@@ -126,18 +129,18 @@ else
     trap 'rm -rf "$SHLIBS"' EXIT
     mkdir -p "$SHLIBS/debian"
     printf 'Source: latchkey\n\nPackage: latchkey\nArchitecture: %s\n' "$ARCH" > "$SHLIBS/debian/control"
-    (cd "$SHLIBS" && dpkg-shlibdeps -O -e"$REPO/$STAGE/usr/bin/latchkeyd" -e"$REPO/$STAGE/usr/bin/latchkeyctl") \
+    (cd "$SHLIBS" && dpkg-shlibdeps -O "${TOOLS[@]/#/-e$REPO/$STAGE/usr/bin/}") \
         > "$SHLIBS/out" 2> "$SHLIBS/err" || { cat "$SHLIBS/err" >&2; die "dpkg-shlibdeps failed"; }
     LIB_DEPENDS=$(sed -n 's/^shlibs:Depends=//p' "$SHLIBS/out")
     unexpected=$(tr ',' '\n' <<< "$LIB_DEPENDS" | awk '{ print $1 }' \
         | grep -vxE 'libc6|libstdc\+\+6|libgcc-s1|libssl3|libsqlite3-0|libudev1|zlib1g' || true)
     if [ -n "$unexpected" ]; then
-        objdump -p "$STAGE/usr/bin/latchkeyd" "$STAGE/usr/bin/latchkeyctl" | grep NEEDED >&2
+        objdump -p "${TOOLS[@]/#/$STAGE/usr/bin/}" | grep NEEDED >&2
         die "the binaries need packages beyond Debian's libc6 libstdc++6 libgcc-s1 libssl3 libsqlite3-0" \
             "libudev1 zlib1g:" \
             "$(tr '\n' ' ' <<< "$unexpected")"
     fi
-    log "the binaries link: $(objdump -p "$STAGE/usr/bin/latchkeyd" "$STAGE/usr/bin/latchkeyctl" \
+    log "the binaries link: $(objdump -p "${TOOLS[@]/#/$STAGE/usr/bin/}" \
         | awk '$1 == "NEEDED" { print $2 }' | sort -u | tr '\n' ' ')"
 fi
 

@@ -111,6 +111,9 @@ else
 fi
 expect "latchkeyd --version and latchkeyctl --version say $VERSION" \
     bash -c '[ "$(latchkeyd --version)" = "$1" ] && [ "$(latchkeyctl --version)" = "$1" ]' _ "$VERSION"
+# (the manual pages are in the package, but the rig's image keeps dpkg from installing any)
+expect "latchkey-webdriver is installed: --help runs, its manual page is in the package" \
+    bash -c 'latchkey-webdriver --help > /dev/null && dpkg -L latchkey | grep -qx /usr/share/man/man1/latchkey-webdriver.1.gz'
 expect "postinst made the latchkey user and group (systemd-sysusers)" \
     bash -c 'getent passwd latchkey && getent group latchkey'
 expect "the service is installed, neither enabled nor started" \
