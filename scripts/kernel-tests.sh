@@ -51,11 +51,11 @@
 #
 # Prints the guests' "ok N - name" lines and, last, the total "N passed, M failed";
 # exit status 1 when a check failed, or the status of a step that failed.
-# Time on the 2-core machine, quiet, images cached (one run, 2026-11-25): 806 s in
-# all - base VM 238 s (82 checks), browsers VM 386 s (Chromium's 16 cells 183 s,
-# Firefox's 180 s; 90 checks), deb VM 140 s (20 checks), packaging 24 s. On the same
-# machine at load 10-12 the browsers VM alone took 1800 s. Building an image first
-# adds 3-10 minutes each.
+# Time on the 2-core machine, quiet, images cached (one run, 2026-11-26): 419 s in
+# all - base VM 96 s (110 checks), browsers VM 257 s (130 checks: the matrix's 42 cells,
+# Selenium through latchkey-webdriver, Firefox with latchkey-webdriver), deb VM 49 s
+# (20 checks). On a machine at load 10-12 (2026-11-25) the browsers VM alone took
+# 1800 s. Building an image first adds 3-10 minutes each.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd -P)
