@@ -651,34 +651,42 @@ browser_matrix() {
     cut -c 1-300 "$WORK/$BROWSER-matrix.err" | indent | tail -n 40
 }
 
-# Selenium through latchkey-webdriver (browsers/webdriver_intermediary.py): a virtual
-# authenticator test as Selenium's documentation writes one, whose authenticator is a
-# latchkey key Chromium reaches through hidraw. The daemon's own key has no transport,
-# so the key the test adds is the only one Chromium finds.
-webdriver_check() {
-    local t
-    LABEL=webdriver
-    section "Selenium through latchkey-webdriver: Chromium, and the key the test adds (uhid)"
+# A check of latchkey-webdriver in the browsers image, against a latchkeyd whose own key
+# has no transport, so that the key the check adds is the only one the browser finds.
+# intermediary_check LABEL SCRIPT TITLE: runs browsers/SCRIPT with the daemon's socket,
+# latchkey-webdriver, latchkeyctl and the Swift runtime, and collects its checks.
+intermediary_check() {
+    local label=$1 script=$2 title=$3 t
+    LABEL=$label
+    section "$title"
     if [ ! -x "$WORK/bin/latchkey-webdriver" ]; then
-        fail "webdriver: latchkey-webdriver is in $BIN"
+        fail "$label: latchkey-webdriver is in $BIN"
         return
     fi
     t=$(now)
-    printf '[[keys]]\nname = "parked"\nuhid = false\nusbip = false\n' > "$WORK/webdriver.toml"
-    start_daemon webdriver --config "$WORK/webdriver.toml" --no-usbip
+    printf '[[keys]]\nname = "parked"\nuhid = false\nusbip = false\n' > "$WORK/$label.toml"
+    start_daemon "$label" --config "$WORK/$label.toml" --no-usbip
     if ! wait_status 60 'd["keys"]'; then
-        fail "webdriver: latchkeyd up"
+        fail "$label: latchkeyd up"
         tail -n 40 "$D_LOG" | indent
         stop_daemon
         return
     fi
     # collect in this shell (not a pipeline's subshell), so that its checks count
-    collect < <(cd "$HERE/browsers" && exec timeout -s KILL 1500 python3 webdriver_intermediary.py \
+    collect < <(cd "$HERE/browsers" && exec timeout -s KILL 1500 python3 "$script" \
         --socket "$D_SOCK" --intermediary "$WORK/bin/latchkey-webdriver" --ctl "$LATCHKEYCTL" \
-        --lib-dir "$WORK/lib" --browser-log "$WORK/selenium-chromium.log" --work "$WORK" 2> "$WORK/webdriver.err")
-    note "webdriver: $(since "$t"); webdriver_intermediary.py's log:"
-    cut -c 1-300 "$WORK/webdriver.err" | indent | tail -n 60
+        --lib-dir "$WORK/lib" --browser-log "$WORK/$label-browser.log" --work "$WORK" 2> "$WORK/$label.err")
+    note "$label: $(since "$t"); $script's log:"
+    cut -c 1-300 "$WORK/$label.err" | indent | tail -n 60
     stop_daemon
+}
+
+# Selenium through latchkey-webdriver (browsers/webdriver_intermediary.py): a virtual
+# authenticator test as Selenium's documentation writes one, whose authenticator is a
+# latchkey key Chromium reaches through hidraw.
+webdriver_check() {
+    intermediary_check webdriver webdriver_intermediary.py \
+        "Selenium through latchkey-webdriver: Chromium, and the key the test adds (uhid)"
 }
 
 # Firefox and latchkey-webdriver's §11 HTTP API (browsers/webdriver_firefox.py): no
@@ -686,29 +694,8 @@ webdriver_check() {
 # latchkey-webdriver itself while Marionette drives Firefox, which signs in with the
 # credential the commands seeded on the key they made.
 webdriver_firefox_check() {
-    local t
-    LABEL=webdriver-firefox
-    section "latchkey-webdriver's §11 commands and Firefox (Marionette), the key they add (uhid)"
-    if [ ! -x "$WORK/bin/latchkey-webdriver" ]; then
-        fail "webdriver-firefox: latchkey-webdriver is in $BIN"
-        return
-    fi
-    t=$(now)
-    printf '[[keys]]\nname = "parked"\nuhid = false\nusbip = false\n' > "$WORK/webdriver-firefox.toml"
-    start_daemon webdriver-firefox --config "$WORK/webdriver-firefox.toml" --no-usbip
-    if ! wait_status 60 'd["keys"]'; then
-        fail "webdriver-firefox: latchkeyd up"
-        tail -n 40 "$D_LOG" | indent
-        stop_daemon
-        return
-    fi
-    collect < <(cd "$HERE/browsers" && exec timeout -s KILL 900 python3 webdriver_firefox.py \
-        --socket "$D_SOCK" --intermediary "$WORK/bin/latchkey-webdriver" --ctl "$LATCHKEYCTL" \
-        --lib-dir "$WORK/lib" --browser-log "$WORK/webdriver-firefox.log" --work "$WORK" \
-        2> "$WORK/webdriver-firefox.err")
-    note "webdriver-firefox: $(since "$t"); webdriver_firefox.py's log:"
-    cut -c 1-300 "$WORK/webdriver-firefox.err" | indent | tail -n 40
-    stop_daemon
+    intermediary_check webdriver-firefox webdriver_firefox.py \
+        "latchkey-webdriver's §11 commands and Firefox (Marionette), the key they add (uhid)"
 }
 
 suite_browsers() {

@@ -20,7 +20,6 @@ takes the key and its hidraw node away; Delete Session. Each is a PASS/FAIL line
 
 from __future__ import annotations
 
-import argparse
 import base64
 import json
 import os
@@ -41,11 +40,10 @@ from fido2.utils import websafe_decode  # noqa: E402
 from fido2.webauthn import Aaguid, AttestedCredentialData, AuthenticatorData  # noqa: E402
 
 import rp  # noqa: E402
-from common import serve_page  # noqa: E402
 from fake_webdriver import FakeWebDriver  # noqa: E402
 from firefox import Firefox  # noqa: E402
 from matrix import RP_ID, REQUIRED  # noqa: E402
-from webdriver_intermediary import Checks, start_intermediary  # noqa: E402
+from webdriver_intermediary import Checks, main_with, start_intermediary, stop_intermediary  # noqa: E402
 
 
 def b64url(data: bytes) -> str:
@@ -177,35 +175,12 @@ def run(args, checks: Checks, browser: Firefox) -> None:
 
             checks.step("webdriver-firefox: Delete Session", delete_session)
         finally:
-            proc.terminate()
-            try:
-                proc.wait(20)
-            except Exception:  # noqa: BLE001
-                proc.kill()
-                proc.wait()
+            stop_intermediary(args, checks, proc, "webdriver-firefox: latchkey-webdriver exits 0 on SIGTERM")
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--socket", required=True, help="latchkeyd's control socket")
-    ap.add_argument("--intermediary", required=True, help="the latchkey-webdriver binary")
-    ap.add_argument("--ctl", required=True, help="the latchkeyctl binary")
-    ap.add_argument("--lib-dir", default="", help="LD_LIBRARY_PATH for the two (the Swift runtime)")
-    ap.add_argument("--browser-log", required=True, help="Firefox's own log")
-    ap.add_argument("--timeout-ms", type=int, default=60000, help="WebAuthn timeout of each request")
-    ap.add_argument("--work", default="/tmp", help="profiles and logs go under this directory")
-    args = ap.parse_args()
-
-    http, url = serve_page()
-    browser = Firefox(args, url)
-    checks = Checks(args)
-    try:
-        if checks.step(f"webdriver-firefox: Firefox up through Marionette, page {url}", browser.start):
-            run(args, checks, browser)
-    finally:
-        browser.close()
-        http.shutdown()
-    return 0
+    return main_with(Firefox, "webdriver-firefox: Firefox up through Marionette, page {url}",
+                     lambda args, checks, browser, _url: run(args, checks, browser))
 
 
 if __name__ == "__main__":

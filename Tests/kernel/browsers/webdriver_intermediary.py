@@ -242,43 +242,55 @@ def run(args, checks: Checks, browser: ThroughIntermediary, url: str) -> None:
             except Exception as e:  # noqa: BLE001
                 log(f"quit: {e}")
             browser.driver = None
-        proc.terminate()
-        try:
-            code = proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            code = proc.wait()
-
-        def exited_cleanly():
-            assert code == 0, f"exit status {code}"
-
-        checks.step("latchkey-webdriver exits 0 on SIGTERM", exited_cleanly)
-        with open(os.path.join(args.work, "latchkey-webdriver.log"), errors="replace") as f:
-            for line in f.read().splitlines()[-30:]:
-                log("  latchkey-webdriver |", line[:300])
+        stop_intermediary(args, checks, proc, "latchkey-webdriver exits 0 on SIGTERM")
 
 
-def main() -> int:
+def stop_intermediary(args, checks: Checks, proc: subprocess.Popen, name: str) -> None:
+    """SIGTERM to latchkey-webdriver: the check `name` that it exits 0; its log's tail to stderr."""
+    proc.terminate()
+    try:
+        code = proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        code = proc.wait()
+
+    def exited_cleanly():
+        assert code == 0, f"exit status {code}"
+
+    checks.step(name, exited_cleanly)
+    with open(os.path.join(args.work, "latchkey-webdriver.log"), errors="replace") as f:
+        for line in f.read().splitlines()[-30:]:
+            log("  latchkey-webdriver |", line[:300])
+
+
+def main_with(make_browser, start_name: str, run_checks) -> int:
+    """The command line both latchkey-webdriver checks take (see guest-checks.sh's
+    intermediary_check), the page, the browser make_browser(args, url) makes and
+    starts as the check start_name, then run_checks(args, checks, browser, url)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--socket", required=True, help="latchkeyd's control socket")
     ap.add_argument("--intermediary", required=True, help="the latchkey-webdriver binary")
     ap.add_argument("--ctl", required=True, help="the latchkeyctl binary")
     ap.add_argument("--lib-dir", default="", help="LD_LIBRARY_PATH for the two (the Swift runtime)")
-    ap.add_argument("--browser-log", required=True, help="Chromium's own log (FIDO/WebAuthn lines)")
+    ap.add_argument("--browser-log", required=True, help="the browser's own log (FIDO/WebAuthn lines)")
     ap.add_argument("--timeout-ms", type=int, default=60000, help="WebAuthn timeout of each request")
     ap.add_argument("--work", default="/tmp", help="profiles and logs go under this directory")
     args = ap.parse_args()
 
     http, url = serve_page()
-    browser = ThroughIntermediary(args, url)
+    browser = make_browser(args, url)
     checks = Checks(args)
     try:
-        if checks.step(f"Chromium up with chromedriver, page {url}", browser.start):
-            run(args, checks, browser, url)
+        if checks.step(start_name.format(url=url), browser.start):
+            run_checks(args, checks, browser, url)
     finally:
         browser.close()
         http.shutdown()
     return 0
+
+
+def main() -> int:
+    return main_with(ThroughIntermediary, "Chromium up with chromedriver, page {url}", run)
 
 
 if __name__ == "__main__":
