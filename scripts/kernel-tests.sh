@@ -51,10 +51,10 @@
 #
 # Prints the guests' "ok N - name" lines and, last, the total "N passed, M failed";
 # exit status 1 when a check failed, or the status of a step that failed.
-# Time on the 2-core machine, quiet, images cached (one run, 2026-11-26): 419 s in
-# all - base VM 96 s (110 checks), browsers VM 257 s (130 checks: the matrix's 42 cells,
-# Selenium through latchkey-webdriver, Firefox with latchkey-webdriver), deb VM 49 s
-# (20 checks). On a machine at load 10-12 (2026-11-25) the browsers VM alone took
+# Time on the 2-core machine, quiet, images cached (one run, 2026-11-26): 456 s in
+# all - base VM 98 s (110 checks), browsers VM 278 s (131 checks: the matrix's 42 cells,
+# Selenium through latchkey-webdriver, Firefox with latchkey-webdriver), deb VM 58 s
+# (21 checks). On a machine at load 10-12 (2026-11-25) the browsers VM alone took
 # 1800 s. Building an image first adds 3-10 minutes each.
 set -uo pipefail
 cd "$(dirname "$0")/.."
