@@ -113,10 +113,9 @@ extension Authenticator {
         // Step 15: a discoverable credential needs room (replacing one for
         // the same user takes none).
         if discoverable {
-            let existing = try storing("listing credentials") { () throws(StoreError) in
-                try store.credentials(rpIdHash: rpIdHash)
+            let replacing = try storing("looking up the user's credential") { () throws(StoreError) in
+                try store.containsCredential(rpIdHash: rpIdHash, userId: request.user.id)
             }
-            let replacing = existing.contains { $0.userId == request.user.id }
             let count = try storing("counting credentials") { () throws(StoreError) in try store.credentialCount() }
             if !replacing && count >= configuration.maxDiscoverableCredentials { throw .keyStoreFull }
         }

@@ -150,10 +150,9 @@ extension Authenticator {
                 )
                 return id
             }
-            let existing = try storing("listing credentials") { () throws(StoreError) in
-                try store.credentials(rpIdHash: rpIdHash)
-            }
-            if existing.contains(where: { $0.userId == imported.userId }) {
+            if try storing("looking up the user's credential", { () throws(StoreError) in
+                try store.containsCredential(rpIdHash: rpIdHash, userId: imported.userId)
+            }) {
                 throw .credentialExcluded
             }
             if try storing("looking up a credential", { () throws(StoreError) in try store.credential(id: imported.id) })

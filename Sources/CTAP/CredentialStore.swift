@@ -121,6 +121,11 @@ public protocol CredentialStore: Sendable {
     /// The credential with this ID, if stored.
     func credential(id: [UInt8]) throws(StoreError) -> StoredCredential?
 
+    /// Whether a discoverable credential of this relying party and user is
+    /// stored: what a new one would replace. Opens no key, so that
+    /// makeCredential's check does not grow with the RP's credentials.
+    func containsCredential(rpIdHash: [UInt8], userId: [UInt8]) throws(StoreError) -> Bool
+
     /// Every stored credential, newest first.
     func allCredentials() throws(StoreError) -> [StoredCredential]
 
@@ -154,4 +159,12 @@ public protocol CredentialStore: Sendable {
     /// key), which a hardware key keeps too. Signature counters keep
     /// increasing (a counter value is never reused).
     func reset() throws(StoreError)
+}
+
+extension CredentialStore {
+    /// By listing the RP's credentials: right for any store; a store with an
+    /// index answers without reading them.
+    public func containsCredential(rpIdHash: [UInt8], userId: [UInt8]) throws(StoreError) -> Bool {
+        try credentials(rpIdHash: rpIdHash).contains { $0.userId == userId }
+    }
 }

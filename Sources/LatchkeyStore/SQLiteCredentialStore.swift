@@ -176,6 +176,17 @@ public final class SQLiteCredentialStore: CredentialStore {
         )
     }
 
+    /// Through the `(rpIdHash, userId)` unique index, reading no row's sealed data.
+    public func containsCredential(rpIdHash: [UInt8], userId: [UInt8]) throws(StoreError) -> Bool {
+        try read("look up a relying party's user") { db in
+            try Bool.fetchOne(
+                db,
+                sql: "SELECT EXISTS (SELECT 1 FROM credential WHERE rpIdHash = ? AND userId = ?)",
+                arguments: [Data(rpIdHash), Data(userId)]
+            ) ?? false
+        }
+    }
+
     /// The credential with this ID, its private key opened.
     public func credential(id: [UInt8]) throws(StoreError) -> StoredCredential? {
         try fetchCredentials("read a credential", where: "WHERE id = ?", arguments: [Data(id)]).first

@@ -73,6 +73,22 @@ struct SQLiteCredentialStoreTests {
         #expect(try store.credentialCount() == 3)
     }
 
+    @Test("containsCredential answers for the RP and user, from the index, as the listing would")
+    func containsCredential() throws {
+        let directory = try TemporaryDirectory()
+        let store = try openStore(directory)
+        let userId = SecureRandom.bytes(count: 16)
+        let saved = try store.save(sampleCredential(userId: userId))
+        #expect(try store.containsCredential(rpIdHash: saved.rpIdHash, userId: userId))
+        #expect(try !store.containsCredential(rpIdHash: saved.rpIdHash, userId: SecureRandom.bytes(count: 16)))
+        #expect(try !store.containsCredential(rpIdHash: SHA256.hash(Array("other.example".utf8)), userId: userId))
+        let memory = MemoryCredentialStore()
+        try memory.save(saved)
+        #expect(try memory.containsCredential(rpIdHash: saved.rpIdHash, userId: userId))
+        #expect(try store.deleteCredential(id: saved.id))
+        #expect(try !store.containsCredential(rpIdHash: saved.rpIdHash, userId: userId))
+    }
+
     @Test("sequences keep increasing after deletes and a reset")
     func sequenceNeverReused() throws {
         let directory = try TemporaryDirectory()
