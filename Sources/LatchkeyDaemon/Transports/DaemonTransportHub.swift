@@ -110,17 +110,18 @@ final class LiveAttachment: KeyAttachment, @unchecked Sendable {
             return
         }
         let writeLogger = logger
-        let pacer = InputReportPacer()
+        let pacer = InputReportPacer(label: "latchkey.uhid.input.\(key.configuration.name)")
         let hooks = key.sessionHooks { [weak self] in Task { await self?.replugUHID() } }
         let session = HIDSession(
             authenticator: key.authenticator, presence: key.presence, logger: logger,
             capabilities: key.hidCapabilities, hooks: hooks
         ) { report in
-            pacer.beforeWrite()
-            do {
-                try device.sendInputReport(report)
-            } catch {
-                writeLogger.warning("cannot write an input report", metadata: ["error": "\(error)"])
+            pacer.enqueue {
+                do {
+                    try device.sendInputReport(report)
+                } catch {
+                    writeLogger.warning("cannot write an input report", metadata: ["error": "\(error)"])
+                }
             }
         }
         let (events, continuation) = AsyncStream<(event: UHIDDeviceEvent, arrivedAt: UInt64)>.makeStream(bufferingPolicy: .bufferingNewest(1024))

@@ -8,12 +8,15 @@
 // the rig, Chromium under emulation waited for the missing continuation packets until
 // its 20-second timeout. So after the first reports of a burst the writer waits a
 // millisecond before each further one, as a device polled every millisecond would; a
-// message of up to `unpacedReports` reports goes out at once as before.
+// message of up to `unpacedReports` reports goes out at once as before. The writes, and
+// so the waits, run in order on the pacer's own serial queue: a wait never holds a
+// thread of Swift's cooperative pool, where every key's engine and session run.
 
+import Dispatch
 import Foundation
 import Synchronization
 
-/// Decides how long to wait before each input report of a burst.
+/// Writes input reports in order on a queue of its own, pacing long bursts.
 final class InputReportPacer: Sendable {
     /// Reports written back to back before pacing starts: well under the 64 hidraw queues.
     static let unpacedReports = 32
@@ -26,6 +29,26 @@ final class InputReportPacer: Sendable {
     }
 
     private let state = Mutex(State())
+    private let queue: DispatchQueue
+
+    /// A pacer whose queue is labelled `label` (the device's name, for a debugger).
+    init(label: String = "latchkey.uhid.input") {
+        queue = DispatchQueue(label: label)
+    }
+
+    /// Runs `write` (one report's) after the writes enqueued before it, waiting
+    /// first when it continues a long burst. Returns at once.
+    func enqueue(_ write: @escaping @Sendable () -> Void) {
+        queue.async {
+            self.beforeWrite()
+            write()
+        }
+    }
+
+    /// Returns once every write enqueued so far has run.
+    func drain() {
+        queue.sync {}
+    }
 
     /// Waits, when the report about to be written continues a long burst. Reports more
     /// than two intervals apart start a new burst.
