@@ -26,6 +26,8 @@ public final class VirtualKey: Sendable {
     public let store: SQLiteCredentialStore
     public let authenticator: Authenticator
     public let presence: PresenceBroker
+    /// Where the requests of the key's transports run (KeyEngineExecutor.swift).
+    let engineExecutor: KeyEngineExecutor
     /// The key's queued CI overrides (POST /v1/keys/{name}/overrides).
     public let overrides = OverrideQueue()
     /// Where the key's events go.
@@ -48,6 +50,7 @@ public final class VirtualKey: Sendable {
         logger[metadataKey: "key"] = "\(configuration.name)"
         self.logger = logger
         self.configuration = configuration
+        engineExecutor = KeyEngineExecutor(label: "latchkey.engine.\(configuration.name)")
         try FileManager.default.createDirectory(
             atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700]
         )

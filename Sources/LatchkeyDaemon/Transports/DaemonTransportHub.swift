@@ -114,7 +114,7 @@ final class LiveAttachment: KeyAttachment, @unchecked Sendable {
         let hooks = key.sessionHooks { [weak self] in Task { await self?.replugUHID() } }
         let session = HIDSession(
             authenticator: key.authenticator, presence: key.presence, logger: logger,
-            capabilities: key.hidCapabilities, hooks: hooks
+            capabilities: key.hidCapabilities, hooks: hooks, engineExecutor: key.engineExecutor
         ) { report in
             pacer.enqueue {
                 do {

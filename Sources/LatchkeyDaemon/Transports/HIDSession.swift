@@ -76,6 +76,9 @@ public actor HIDSession {
     private var closed = false
     private let configuration: CTAPHIDStateMachine.Configuration
     private let hooks: SessionHooks?
+    /// Where the engine's tasks run: the key's own queue, so that one key's disk
+    /// write never holds another key's request (Keys/KeyEngineExecutor.swift).
+    private let engineExecutor: (any TaskExecutor)?
     /// This connection's number in the engine's request origins; a new one
     /// when the transport opens again.
     private var connection = HIDSession.newConnection()
@@ -89,15 +92,18 @@ public actor HIDSession {
 
     /// A session that sends its input reports through `send`. `capabilities`
     /// are CTAPHID_INIT's flags (a U2F-only key leaves out CBOR); `hooks`
-    /// bring the key's CI overrides.
+    /// bring the key's CI overrides; the engine's tasks run on `engineExecutor`
+    /// (nil: Swift's global executor).
     public init(
         authenticator: Authenticator,
         presence: PresenceBroker?,
         logger: Logger,
         capabilities: UInt8 = CTAPHIDConstants.capabilityWink | CTAPHIDConstants.capabilityCBOR,
         hooks: SessionHooks? = nil,
+        engineExecutor: (any TaskExecutor)? = nil,
         send: @escaping @Sendable ([UInt8]) -> Void
     ) {
+        self.engineExecutor = engineExecutor
         self.configuration = CTAPHIDStateMachine.Configuration(
             capabilities: capabilities, continuationTimeout: Self.continuationTimeout)
         self.machine = CTAPHIDStateMachine(configuration: configuration)
@@ -206,7 +212,7 @@ public actor HIDSession {
         let id = nextRequestID
         let origin = RequestOrigin(connection: connection, channel: channel)
         let initialized = initializedChannels.remove(channel) != nil
-        let task = Task {
+        let task = Task(executorPreference: engineExecutor) {
             // In the request's own task, so that it runs first.
             if initialized { await authenticator.endConversation(origin) }
             let response: [UInt8]
@@ -215,7 +221,7 @@ public actor HIDSession {
             } else {
                 response = await authenticator.handleAPDU(payload, from: origin)
             }
-            self.finish(id: id, channel: channel, command: command, request: payload, response: response)
+            await self.finish(id: id, channel: channel, command: command, request: payload, response: response)
         }
         engine = (id, channel, task)
     }

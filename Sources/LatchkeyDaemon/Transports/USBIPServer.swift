@@ -309,7 +309,7 @@ final class USBIPConnectionHandler: ChannelInboundHandler {
         let hooks = key.sessionHooks { channel.close(promise: nil) }
         let session = HIDSession(
             authenticator: key.authenticator, presence: key.presence, logger: sessionLogger,
-            capabilities: key.hidCapabilities, hooks: hooks
+            capabilities: key.hidCapabilities, hooks: hooks, engineExecutor: key.engineExecutor
         ) { report in
             loop.execute { bound.value.inputReport(report, context: contextBound.value) }
         }
