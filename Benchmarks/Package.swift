@@ -14,8 +14,11 @@ let package = Package(
         // The malloc interposer (malloc counts) and not the default traits' Swift runtime
         // interposer (ARC counts), whose package the project's machines do not carry.
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
-        // ML-DSA's baseline, straight through swift-crypto (as latchkey signs it).
+        // ML-DSA's baseline, straight through swift-crypto (as latchkey signs it); latchkey-load
+        // verifies ES256 signatures with it.
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+        // latchkey-load's latency histograms (package-benchmark's own percentiles).
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.1.4"),
     ],
     targets: [
         // libcrypto itself, so the baseline is OpenSSL with no latchkey code in between.
@@ -34,6 +37,18 @@ let package = Package(
                 .product(name: "USBIP", package: root),
                 .product(name: "CTAPHID", package: root),
                 .product(name: "LatchkeySystem", package: root),
+            ]
+        ),
+        // latchkey-load: parallel load, operations beside PINGs, and scale, through a release
+        // latchkeyd's USB/IP server (scripts/load.sh).
+        .executableTarget(
+            name: "LatchkeyLoad",
+            dependencies: [
+                "LatchkeyBenchSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "CBOR", package: root),
+                .product(name: "CTAPHID", package: root),
             ]
         ),
         // package-benchmark finds benchmark targets by their folder: Benchmarks/<Name>.

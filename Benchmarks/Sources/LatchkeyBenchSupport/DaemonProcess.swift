@@ -19,7 +19,10 @@ public final class DaemonProcess {
     static let stopTimeout = Duration.seconds(10)
 
     public let port: UInt16
-    private let pid: pid_t
+    /// The daemon's process ID, for reading its memory from /proc.
+    public let pid: pid_t
+    /// The bus IDs its USB/IP server lists, once it serves.
+    public private(set) var busids: [String] = []
     private var isRunning = true
 
     /// How a child process ended.
@@ -48,14 +51,22 @@ public final class DaemonProcess {
         var description: String { "latchkeyd \(status) before serving USB/IP (its stderr is above)" }
     }
 
-    /// Starts `binary` with its state in `stateDirectory` and waits until its USB/IP server
-    /// lists the key; picks another port when the daemon exits early.
-    public static func start(binary: String, stateDirectory: String) throws -> DaemonProcess {
+    /// Starts `binary` with its state in `stateDirectory` and `arguments` after the
+    /// benchmarks' own, and waits until its USB/IP server lists `keys` keys; picks another
+    /// port when the daemon exits early.
+    public static func start(
+        binary: String,
+        stateDirectory: String,
+        arguments: [String] = [],
+        keys: Int = 1
+    ) throws -> DaemonProcess {
         var failure: any Error = BenchFailure("latchkeyd was not started")
         for _ in 0..<3 {
-            let daemon = try DaemonProcess(binary: binary, stateDirectory: stateDirectory, port: freeLoopbackPort())
+            let daemon = try DaemonProcess(
+                binary: binary, stateDirectory: stateDirectory, port: freeLoopbackPort(), arguments: arguments
+            )
             do {
-                try daemon.waitUntilServing()
+                try daemon.waitUntilServing(keys: keys)
                 return daemon
             } catch let error as ExitedEarly {
                 failure = error
@@ -64,12 +75,14 @@ public final class DaemonProcess {
         throw failure
     }
 
-    private init(binary: String, stateDirectory: String, port: UInt16) throws {
-        pid = try Self.spawnSupervised([
-            "setpriv", "--pdeathsig", "KILL", "--",
-            binary, "--state-dir", stateDirectory, "--no-uhid", "--usbip", "127.0.0.1:\(port)",
-            "--presence", "auto", "--log-level", "warning",
-        ])
+    private init(binary: String, stateDirectory: String, port: UInt16, arguments: [String]) throws {
+        pid = try Self.spawnSupervised(
+            [
+                "setpriv", "--pdeathsig", "KILL", "--",
+                binary, "--state-dir", stateDirectory, "--no-uhid", "--usbip", "127.0.0.1:\(port)",
+                "--presence", "auto", "--log-level", "warning",
+            ] + arguments
+        )
         self.port = port
     }
 
@@ -187,15 +200,17 @@ public final class DaemonProcess {
         }
     }
 
-    /// Polls the USB/IP server with OP_REQ_DEVLIST until it lists the key.
-    private func waitUntilServing() throws {
+    /// Polls the USB/IP server with OP_REQ_DEVLIST until it lists `keys` keys, the first
+    /// among them.
+    private func waitUntilServing(keys: Int) throws {
         let deadline = ContinuousClock.now + Self.startTimeout
         var lastAttempt: any Error = BenchFailure("nothing tried")
         while ContinuousClock.now < deadline {
             if let termination = try reap() { throw ExitedEarly(status: termination) }
             do {
-                if try listsKey(before: deadline) { return }
-                lastAttempt = BenchFailure("the server does not list \(Self.busid) yet")
+                busids = try listedKeys(before: deadline)
+                if busids.count >= keys, busids.contains(Self.busid) { return }
+                lastAttempt = BenchFailure("the server lists \(busids), not \(keys) keys with \(Self.busid), yet")
             } catch {
                 lastAttempt = error
             }
@@ -205,17 +220,17 @@ public final class DaemonProcess {
         throw BenchFailure("latchkeyd did not serve USB/IP within \(Self.startTimeout): \(lastAttempt)")
     }
 
-    private func listsKey(before deadline: ContinuousClock.Instant) throws -> Bool {
+    private func listedKeys(before deadline: ContinuousClock.Instant) throws -> [String] {
         let connection = try TCPConnection(loopbackPort: port, timeoutSeconds: 2)
         try connection.send(USBIPOpReqDevlist().encodedBytes)
         var decoder = USBIPClientDecoder()
         while ContinuousClock.now < deadline {
             decoder.append(try connection.receive())
             if case .opRepDevlist(let reply)? = try decoder.next() {
-                return reply.devices.contains { $0.device.busid == Self.busid }
+                return reply.devices.map(\.device.busid).sorted()
             }
         }
-        return false
+        return []
     }
 
     /// How the daemon ended, reaping it, or nil while it runs.

@@ -25,13 +25,17 @@ public enum BenchRequests {
         [command.rawValue] + parameters.encoded()
     }
 
-    /// makeCredential for bench.example, of COSE algorithm `algorithm` (ES256 unless
-    /// told); discoverable (and then for user `user`) when `residentKey`.
-    public static func makeCredential(user: [UInt8] = [1, 2, 3], residentKey: Bool = false, algorithm: Int = -7)
-        -> [UInt8]
-    {
+    /// makeCredential for `rpId` (bench.example unless told), of COSE algorithm `algorithm`
+    /// (ES256 unless told), for user `user`; discoverable when `residentKey`.
+    public static func makeCredential(
+        user: [UInt8] = [1, 2, 3],
+        residentKey: Bool = false,
+        algorithm: Int = -7,
+        rpId: String = "bench.example",
+        clientDataHash: [UInt8] = clientDataHash
+    ) -> [UInt8] {
         var parameters: [(Int, CBORValue)] = [
-            (1, .bytes(clientDataHash)), (2, .textMap([("id", "bench.example")])),
+            (1, .bytes(clientDataHash)), (2, .textMap([("id", .text(rpId))])),
             (3, .textMap([("id", .bytes(user))])),
             (4, .array([.textMap([("alg", .int(algorithm)), ("type", "public-key")])])),
         ]
@@ -41,13 +45,16 @@ public enum BenchRequests {
 
     /// getAssertion for bench.example with `credentialId` in the allowList.
     public static func getAssertion(credentialId id: [UInt8]) -> [UInt8] {
-        request(
-            .getAssertion,
-            .intMap([
-                (1, "bench.example"), (2, .bytes(clientDataHash)),
-                (3, .array([.textMap([("id", .bytes(id)), ("type", "public-key")])])),
-            ])
-        )
+        getAssertion(rpId: "bench.example", clientDataHash: clientDataHash, allowList: [id])
+    }
+
+    /// getAssertion for `rpId` naming `allowList` (none: the RP's discoverable credentials).
+    public static func getAssertion(rpId: String, clientDataHash: [UInt8], allowList: [[UInt8]]) -> [UInt8] {
+        var parameters: [(Int, CBORValue)] = [(1, .text(rpId)), (2, .bytes(clientDataHash))]
+        if !allowList.isEmpty {
+            parameters.append((3, .array(allowList.map { .textMap([("id", .bytes($0)), ("type", "public-key")]) })))
+        }
+        return request(.getAssertion, .intMap(parameters))
     }
 
     /// The credential ID in a successful makeCredential response (from its authData,

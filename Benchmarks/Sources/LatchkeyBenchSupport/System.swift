@@ -31,7 +31,7 @@ func errorNumberCall(_ name: String, _ call: () -> Int32) throws(SystemCallError
 }
 
 /// Sleeps for `milliseconds`, resuming after signals.
-func pause(milliseconds: Int) {
+public func pause(milliseconds: Int) {
     var request = timespec(tv_sec: milliseconds / 1000, tv_nsec: (milliseconds % 1000) * 1_000_000)
     var remaining = timespec()
     while nanosleep(&request, &remaining) == -1 && errno == EINTR { request = remaining }
@@ -39,7 +39,7 @@ func pause(milliseconds: Int) {
 
 /// Writes `line` and a newline to standard error. A failure is dropped: there is nowhere
 /// left to report it.
-func printError(_ line: String) {
+public func printError(_ line: String) {
     let bytes = Array((line + "\n").utf8)
     var offset = 0
     while offset < bytes.count {
