@@ -6,10 +6,12 @@
 #     deps (apt, pip) -> swift build + swift test -> pytest (latchkeyctl, the
 #     daemon end to end over USB/IP) -> Yubico's device suite over USB/IP
 #     (scripts/device-suite.sh) -> systemd unit checks -> the real-kernel
-#     tests in the VM rig (scripts/kernel-tests.sh) -> a short fuzz replay
+#     tests in the VM rig (scripts/kernel-tests.sh) -> a short fuzz replay -> the
+#     allocation gate (scripts/bench-gate.sh: benchmark malloc counts, release build)
 #   LATCHKEY_SKIP_DEPS=1 ...         # skip the apt/pip step (offline, already set up)
 #   LATCHKEY_SKIP_KERNEL_TESTS=1 ... # skip the VM rig (Tests/rig; building its images needs root)
 #   LATCHKEY_FUZZ_RUNS=N ...         # inputs per fuzzer in the smoke run (default 20000, 0 skips)
+#   LATCHKEY_SKIP_BENCH_GATE=1 ...   # skip the allocation gate (its release build takes minutes)
 #   LATCHKEY_FUZZERS="FuzzCBOR ..."  # which fuzzers the smoke run builds and runs (default the
 #                                    # protocol fuzzers; "all" for every one in Fuzz/Sources)
 set -euo pipefail
@@ -107,4 +109,9 @@ if [ "$runs" != 0 ]; then
     [ "$fuzzers" = all ] && fuzzers=
     # shellcheck disable=SC2086 # a list of names
     scripts/fuzz.sh "$runs" $fuzzers
+fi
+
+if [ "${LATCHKEY_SKIP_BENCH_GATE:-0}" != 1 ]; then
+    log "allocation gate: each benchmark's p90 malloc count within 10% of Benchmarks/Thresholds/"
+    scripts/bench-gate.sh
 fi
