@@ -11,6 +11,7 @@ key answered an error, so nothing awaits the promise).
 
 from __future__ import annotations
 
+import argparse
 import http.server
 import json
 import os
@@ -81,6 +82,19 @@ def serve_page() -> tuple[http.server.ThreadingHTTPServer, str]:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://localhost:{server.server_address[1]}/"
+
+
+def open_page(ap: argparse.ArgumentParser, make_browser):
+    """What every browser check starts with: the options they all take (the browser's
+    log, the WebAuthn timeout, the work directory) added to ap and the command line
+    parsed, the page served, and the browser make_browser(args, url) makes.
+    Returns (args, server, url, browser)."""
+    ap.add_argument("--browser-log", required=True, help="the browser's own log (FIDO/WebAuthn lines)")
+    ap.add_argument("--timeout-ms", type=int, default=60000, help="WebAuthn timeout of each request")
+    ap.add_argument("--work", default="/tmp", help="profiles and logs go under this directory")
+    args = ap.parse_args()
+    server, url = serve_page()
+    return args, server, url, make_browser(args, url)
 
 
 class LogFile:

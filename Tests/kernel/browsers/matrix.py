@@ -64,7 +64,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))  # Tests/kernel: rp.py
 
 import rp  # noqa: E402
-from common import RequestFailed, fail_line, log, say, serve_page, show_log  # noqa: E402
+from common import RequestFailed, fail_line, log, open_page, say, show_log  # noqa: E402
 
 RP_ID = "localhost"
 REQUIRED = UserVerificationRequirement.REQUIRED
@@ -258,13 +258,7 @@ def make_browser(args, url: str):
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--browser", required=True, choices=("chromium", "firefox"))
-    ap.add_argument("--browser-log", required=True, help="the browser's own log (FIDO/WebAuthn lines)")
-    ap.add_argument("--timeout-ms", type=int, default=60000, help="WebAuthn timeout of each request")
-    ap.add_argument("--work", default="/tmp", help="profiles and driver logs go under this directory")
-    args = ap.parse_args()
-
-    http, url = serve_page()
-    browser = make_browser(args, url)
+    args, http, url, browser = open_page(ap, make_browser)
     start_name = f"{args.browser}: session on {url} (secure context, WebAuthn JSON)"
     ok = False
     try:

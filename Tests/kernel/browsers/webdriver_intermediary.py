@@ -43,7 +43,7 @@ from selenium.webdriver.common.virtual_authenticator import Credential, VirtualA
 
 import rp  # noqa: E402
 from chromium import Chromium, free_port  # noqa: E402
-from common import RequestFailed, fail_line, log, say, serve_page, show_log  # noqa: E402
+from common import RequestFailed, fail_line, log, open_page, say, show_log  # noqa: E402
 from matrix import PREFERRED, RP_ID, Session  # noqa: E402
 
 
@@ -272,13 +272,7 @@ def main_with(make_browser, start_name: str, run_checks) -> int:
     ap.add_argument("--intermediary", required=True, help="the latchkey-webdriver binary")
     ap.add_argument("--ctl", required=True, help="the latchkeyctl binary")
     ap.add_argument("--lib-dir", default="", help="LD_LIBRARY_PATH for the two (the Swift runtime)")
-    ap.add_argument("--browser-log", required=True, help="the browser's own log (FIDO/WebAuthn lines)")
-    ap.add_argument("--timeout-ms", type=int, default=60000, help="WebAuthn timeout of each request")
-    ap.add_argument("--work", default="/tmp", help="profiles and logs go under this directory")
-    args = ap.parse_args()
-
-    http, url = serve_page()
-    browser = make_browser(args, url)
+    args, http, url, browser = open_page(ap, make_browser)
     checks = Checks(args)
     try:
         if checks.step(start_name.format(url=url), browser.start):
