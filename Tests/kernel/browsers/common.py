@@ -192,5 +192,24 @@ def show_log(lines: list[str], limit: int = 60) -> None:
         say(f"#   | {line[:400]}")
 
 
+def run_step(name: str, fn, log_on_error=None):
+    """Runs fn as the cell or check `name`: (True, what fn returned, its seconds), or
+    (False, None, None) after the FAIL line. A RequestFailed shows the browser's log it
+    carries; any other exception shows log_on_error()'s lines, when given."""
+    t = time.monotonic()
+    try:
+        detail = fn()
+    except RequestFailed as e:
+        fail_line(name, f"{e.args[0]} ({time.monotonic() - t:.1f} s)")
+        show_log(e.args[1])
+        return False, None, None
+    except Exception as e:  # noqa: BLE001 - every failure is a failed step
+        fail_line(name, e)
+        if log_on_error is not None:
+            show_log(log_on_error())
+        return False, None, None
+    return True, detail, time.monotonic() - t
+
+
 def dumps(value) -> str:
     return json.dumps(value, separators=(",", ":"))[:600]

@@ -64,7 +64,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))  # Tests/kernel: rp.py
 
 import rp  # noqa: E402
-from common import RequestFailed, fail_line, log, open_page, say, show_log  # noqa: E402
+from common import RequestFailed, fail_line, log, open_page, run_step, say, show_log  # noqa: E402
 
 RP_ID = "localhost"
 REQUIRED = UserVerificationRequirement.REQUIRED
@@ -109,19 +109,11 @@ class Session:
         if missing:
             fail_line(name, f"prerequisite failed: {', '.join(missing)}")
             return
-        t = time.monotonic()
-        try:
-            detail = fn()
-        except RequestFailed as e:
-            fail_line(name, f"{e.args[0]} ({time.monotonic() - t:.1f} s)")
-            show_log(e.args[1])
-            return
-        except Exception as e:  # noqa: BLE001 - every failure is a failed cell
-            fail_line(name, e)
-            show_log(self.browser.log.since(self.mark))
+        passed, detail, seconds = run_step(name, fn, lambda: self.browser.log.since(self.mark))
+        if not passed:
             return
         self.passed += 1
-        say(f"PASS\t{name} ({time.monotonic() - t:.1f} s: {detail})")
+        say(f"PASS\t{name} ({seconds:.1f} s: {detail})")
 
     def request(self, options, kind: str) -> dict:
         public_key = dict(options)["publicKey"]
