@@ -16,24 +16,26 @@ let strict: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
+/// Products of the package dependencies that several targets use, named once.
+let argumentParser: Target.Dependency = .product(name: "ArgumentParser", package: "swift-argument-parser")
+let logging: Target.Dependency = .product(name: "Logging", package: "swift-log")
+let nioCore: Target.Dependency = .product(name: "NIOCore", package: "swift-nio")
+let nioHTTP1: Target.Dependency = .product(name: "NIOHTTP1", package: "swift-nio")
+let asyncHTTPClient: Target.Dependency = .product(name: "AsyncHTTPClient", package: "async-http-client")
+let hummingbird: Target.Dependency = .product(name: "Hummingbird", package: "hummingbird")
+let serviceLifecycle: Target.Dependency = .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")
+let swiftCrypto: Target.Dependency = .product(name: "Crypto", package: "swift-crypto")
+
 let package = Package(
     name: "latchkey",
+    // Each product is the target of its name.
     products: [
-        .library(name: "CBOR", targets: ["CBOR"]),
-        .library(name: "CTAPHID", targets: ["CTAPHID"]),
-        .library(name: "LatchkeyCrypto", targets: ["LatchkeyCrypto"]),
-        .library(name: "CTAP", targets: ["CTAP"]),
-        .library(name: "LatchkeyStore", targets: ["LatchkeyStore"]),
-        .library(name: "USBIP", targets: ["USBIP"]),
-        .library(name: "LatchkeySystem", targets: ["LatchkeySystem"]),
-        .library(name: "LatchkeyNames", targets: ["LatchkeyNames"]),
+        "CBOR", "CTAPHID", "LatchkeyCrypto", "CTAP", "LatchkeyStore", "USBIP", "LatchkeySystem", "LatchkeyNames",
         // Only for the fuzzers in Fuzz/ (its JSON parsers, through @_spi(Fuzzing)); the
         // daemon is an application, not an API.
-        .library(name: "LatchkeyDaemon", targets: ["LatchkeyDaemon"]),
-        .executable(name: "latchkeyd", targets: ["latchkeyd"]),
-        .executable(name: "latchkeyctl", targets: ["latchkeyctl"]),
-        .executable(name: "latchkey-webdriver", targets: ["latchkey-webdriver"]),
-    ],
+        "LatchkeyDaemon",
+    ].map { .library(name: $0, targets: [$0]) }
+        + ["latchkeyd", "latchkeyctl", "latchkey-webdriver"].map { .executable(name: $0, targets: [$0]) },
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
@@ -93,7 +95,7 @@ let package = Package(
         // Crypto over OpenSSL libcrypto, and swift-crypto for ML-DSA alone.
         .target(
             name: "LatchkeyCrypto",
-            dependencies: ["COpenSSL", "LatchkeyErrors", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["COpenSSL", "LatchkeyErrors", swiftCrypto],
             swiftSettings: strict
         ),
 
@@ -113,13 +115,8 @@ let package = Package(
             dependencies: [
                 "CBOR", "CTAPHID", "CTAP", "LatchkeyCrypto", "LatchkeyStore", "USBIP", "LatchkeyUHID", "CZlib",
                 "LatchkeyNames", "CMalloc",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "Hummingbird", package: "hummingbird"),
+                nioCore, .product(name: "NIOPosix", package: "swift-nio"), nioHTTP1,
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"), logging, serviceLifecycle, hummingbird,
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ],
@@ -130,21 +127,12 @@ let package = Package(
         ),
         .executableTarget(
             name: "latchkeyd",
-            dependencies: [
-                "LatchkeyDaemon", "LatchkeyNames",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
+            dependencies: ["LatchkeyDaemon", "LatchkeyNames", argumentParser, logging],
             swiftSettings: daemonSettings
         ),
         .executableTarget(
             name: "latchkeyctl",
-            dependencies: [
-                "LatchkeySystem", "LatchkeyNames", .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-            ],
+            dependencies: ["LatchkeySystem", "LatchkeyNames", argumentParser, asyncHTTPClient, nioCore, nioHTTP1],
             swiftSettings: strict
         ),
 
@@ -155,25 +143,15 @@ let package = Package(
         .target(
             name: "LatchkeyWebDriver",
             dependencies: [
-                "LatchkeyNames",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                "LatchkeyNames", hummingbird, .product(name: "HTTPTypes", package: "swift-http-types"), asyncHTTPClient,
+                nioCore, nioHTTP1, logging, serviceLifecycle,
             ],
             path: "Sources/latchkey-webdriver/Intermediary",
             swiftSettings: daemonSettings
         ),
         .executableTarget(
             name: "latchkey-webdriver",
-            dependencies: [
-                "LatchkeyWebDriver", "LatchkeyNames",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
+            dependencies: ["LatchkeyWebDriver", "LatchkeyNames", argumentParser, logging],
             path: "Sources/latchkey-webdriver/Command",
             swiftSettings: daemonSettings
         ),
@@ -190,7 +168,7 @@ let package = Package(
         .testTarget(name: "LatchkeyNamesTests", dependencies: ["LatchkeyNames"]),
         .testTarget(
             name: "LatchkeyWebDriverTests",
-            dependencies: ["LatchkeyWebDriver", "LatchkeyNames", .product(name: "NIOCore", package: "swift-nio")]
+            dependencies: ["LatchkeyWebDriver", "LatchkeyNames", nioCore]
         ),
         .testTarget(
             name: "LatchkeyDaemonTests",
@@ -206,7 +184,7 @@ let package = Package(
             name: "CTAPTests",
             dependencies: [
                 "CTAP", "CBOR", "CTAPHID", "LatchkeyCrypto", "LatchkeyStore", "COpenSSL", "LatchkeyTestSupport",
-                .product(name: "Crypto", package: "swift-crypto"),
+                swiftCrypto,
             ],
             resources: [.copy("Crashers")]
         ),

@@ -7,6 +7,11 @@ import PackageDescription
 // The root package is a path dependency whose identity is its directory's name.
 let root = String(Context.packageDirectory.split(separator: "/").dropLast().last ?? "latchkey")
 
+/// Libraries of the root package, by product name.
+func latchkey(_ products: String...) -> [Target.Dependency] {
+    products.map { .product(name: $0, package: root) }
+}
+
 let package = Package(
     name: "latchkey-benchmarks",
     dependencies: [
@@ -27,17 +32,8 @@ let package = Package(
         // child process and a blocking USB/IP host that imports its key.
         .target(
             name: "LatchkeyBenchSupport",
-            dependencies: [
-                "CBenchOpenSSL",
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "CTAP", package: root),
-                .product(name: "CBOR", package: root),
-                .product(name: "LatchkeyCrypto", package: root),
-                .product(name: "LatchkeyStore", package: root),
-                .product(name: "USBIP", package: root),
-                .product(name: "CTAPHID", package: root),
-                .product(name: "LatchkeySystem", package: root),
-            ]
+            dependencies: ["CBenchOpenSSL", .product(name: "Crypto", package: "swift-crypto")]
+                + latchkey("CTAP", "CBOR", "LatchkeyCrypto", "LatchkeyStore", "USBIP", "CTAPHID", "LatchkeySystem")
         ),
         // latchkey-load: parallel load, operations beside PINGs, and scale, through a release
         // latchkeyd's USB/IP server (scripts/load.sh).
@@ -54,13 +50,8 @@ let package = Package(
         // package-benchmark finds benchmark targets by their folder: Benchmarks/<Name>.
         .executableTarget(
             name: "Latchkey",
-            dependencies: [
-                "LatchkeyBenchSupport",
-                .product(name: "Benchmark", package: "benchmark"),
-                .product(name: "CTAP", package: root),
-                .product(name: "CTAPHID", package: root),
-                .product(name: "LatchkeyStore", package: root),
-            ],
+            dependencies: ["LatchkeyBenchSupport", .product(name: "Benchmark", package: "benchmark")]
+                + latchkey("CTAP", "CTAPHID", "LatchkeyStore"),
             path: "Benchmarks/Latchkey",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),

@@ -20,11 +20,6 @@ extension Authenticator {
         public var deleted: [StoredCredential] = []
         /// The credentials renamed, as they are now.
         public var updated: [StoredCredential] = []
-
-        public init(deleted: [StoredCredential] = [], updated: [StoredCredential] = []) {
-            self.deleted = deleted
-            self.updated = updated
-        }
     }
 
     /// signalAllAcceptedCredentials (WebAuthn §5.1.10.2): every discoverable

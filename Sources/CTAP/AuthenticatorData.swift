@@ -31,20 +31,6 @@ public struct AuthenticatorData: Sendable {
     /// The authenticator extension outputs, if any.
     public var extensions: CBORValue?
 
-    public init(
-        rpIdHash: [UInt8],
-        flags: AuthenticatorDataFlags,
-        signCount: UInt32,
-        attestedCredential: (aaguid: [UInt8], credentialId: [UInt8], publicKey: CBORValue)? = nil,
-        extensions: CBORValue? = nil
-    ) {
-        self.rpIdHash = rpIdHash
-        self.flags = flags
-        self.signCount = signCount
-        self.attestedCredential = attestedCredential
-        self.extensions = extensions
-    }
-
     /// The bytes; AT and ED are set from the presence of their parts.
     public var bytes: [UInt8] {
         var flags = self.flags

@@ -84,21 +84,6 @@ public struct ClientPINResponse: Sendable {
     public var powerCycleState: Bool?
     public var uvRetries: Int?
 
-    /// A response with the given members.
-    public init(
-        keyAgreement: CBORValue? = nil,
-        pinUvAuthToken: [UInt8]? = nil,
-        pinRetries: Int? = nil,
-        powerCycleState: Bool? = nil,
-        uvRetries: Int? = nil
-    ) {
-        self.keyAgreement = keyAgreement
-        self.pinUvAuthToken = pinUvAuthToken
-        self.pinRetries = pinRetries
-        self.powerCycleState = powerCycleState
-        self.uvRetries = uvRetries
-    }
-
     /// Appends the response map, or nothing when no member is set.
     public func encode(into out: inout [UInt8]) {
         var entries: [(Int, CBORValue)] = []

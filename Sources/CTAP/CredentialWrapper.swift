@@ -36,22 +36,11 @@ public struct WrappedCredential: Sendable {
     /// The credProtect level it was made with.
     public var credProtect: UInt8
     /// Whether it was made with hmac-secret.
-    public var hmacSecret: Bool
+    public var hmacSecret: Bool = false
     /// The credBlob it was made with.
     public var credBlob: [UInt8]?
     /// Whether it was made as a payment credential (thirdPartyPayment).
-    public var thirdPartyPayment: Bool
-
-    public init(
-        privateKey: CredentialPrivateKey, credProtect: UInt8, hmacSecret: Bool = false, credBlob: [UInt8]? = nil,
-        thirdPartyPayment: Bool = false
-    ) {
-        self.privateKey = privateKey
-        self.credProtect = credProtect
-        self.hmacSecret = hmacSecret
-        self.credBlob = credBlob
-        self.thirdPartyPayment = thirdPartyPayment
-    }
+    public var thirdPartyPayment: Bool = false
 }
 
 /// Seals and opens non-discoverable credential IDs.

@@ -9,12 +9,9 @@ public struct RelyingPartyEntity: Sendable, Equatable {
     public var id: String
     /// `name`.
     public var name: String?
+}
 
-    public init(id: String, name: String? = nil) {
-        self.id = id
-        self.name = name
-    }
-
+extension RelyingPartyEntity {
     /// Reads the map; unknown keys (`icon`) are ignored.
     public init(cbor: CBORValue) throws(CBORError) {
         let map = try cbor.mapValue("rp")
@@ -39,13 +36,9 @@ public struct UserEntity: Sendable, Equatable {
     public var name: String?
     /// `displayName`.
     public var displayName: String?
+}
 
-    public init(id: [UInt8], name: String? = nil, displayName: String? = nil) {
-        self.id = id
-        self.name = name
-        self.displayName = displayName
-    }
-
+extension UserEntity {
     /// Reads the map; unknown keys (`icon`) are ignored.
     public init(cbor: CBORValue) throws(CBORError) {
         let map = try cbor.mapValue("user")

@@ -88,13 +88,9 @@ public struct AuthenticatorOptions: Sendable, Equatable {
     public var up: Bool?
     /// `uv`, if present.
     public var uv: Bool?
+}
 
-    public init(rk: Bool? = nil, up: Bool? = nil, uv: Bool? = nil) {
-        self.rk = rk
-        self.up = up
-        self.uv = uv
-    }
-
+extension AuthenticatorOptions {
     init(cbor: CBORValue?) throws(CBORError) {
         guard let cbor else { return }
         let map = try cbor.mapValue("options")

@@ -31,12 +31,8 @@ public struct CTAPHIDStateMachine: Sendable {
             /// The build device version number.
             public var build: UInt8
 
-            /// A version `major.minor.build`.
-            public init(major: UInt8, minor: UInt8, build: UInt8) {
-                self.major = major
-                self.minor = minor
-                self.build = build
-            }
+            /// 0.1.0, the version latchkey reports.
+            public static let latchkey = DeviceVersion(major: 0, minor: 1, build: 0)
         }
 
         /// The CTAPHID protocol version identifier; 2 for this protocol (§11.2.9.1.3).
@@ -56,7 +52,7 @@ public struct CTAPHIDStateMachine: Sendable {
         /// CBOR (so also MSG) offered, and a one-second continuation timeout.
         public init(
             protocolVersion: UInt8 = 2,
-            deviceVersion: DeviceVersion = DeviceVersion(major: 0, minor: 1, build: 0),
+            deviceVersion: DeviceVersion = .latchkey,
             capabilities: UInt8 = CTAPHIDConstants.capabilityWink | CTAPHIDConstants.capabilityCBOR,
             continuationTimeout: UInt64 = 1000
         ) {

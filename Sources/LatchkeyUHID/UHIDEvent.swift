@@ -101,29 +101,6 @@ public struct UHIDCreate2Request: Hashable, Sendable {
     public var country: UInt32
     /// `rd_data` (its count is `rd_size`): the HID report descriptor.
     public var rdData: [UInt8]
-
-    /// Creates a CREATE2 payload from its fields.
-    public init(
-        name: String,
-        phys: String,
-        uniq: String,
-        bus: UInt16,
-        vendor: UInt32,
-        product: UInt32,
-        version: UInt32,
-        country: UInt32,
-        rdData: [UInt8]
-    ) {
-        self.name = name
-        self.phys = phys
-        self.uniq = uniq
-        self.bus = bus
-        self.vendor = vendor
-        self.product = product
-        self.version = version
-        self.country = country
-        self.rdData = rdData
-    }
 }
 
 /// `enum uhid_dev_flag`: the `dev_flags` of UHID_START. A set flag means the
@@ -170,12 +147,6 @@ public struct UHIDOutputRequest: Hashable, Sendable {
     public var data: [UInt8]
     /// `rtype`: `.output` for reports written to hidraw.
     public var rtype: UHIDReportType
-
-    /// Creates an OUTPUT payload.
-    public init(data: [UInt8], rtype: UHIDReportType) {
-        self.data = data
-        self.rtype = rtype
-    }
 }
 
 /// `struct uhid_get_report_req`: `__u32 id`, `__u8 rnum`, `__u8 rtype`.
@@ -186,13 +157,6 @@ public struct UHIDGetReportRequest: Hashable, Sendable {
     public var rnum: UInt8
     /// `rtype`: the report type asked for.
     public var rtype: UHIDReportType
-
-    /// Creates a GET_REPORT payload.
-    public init(id: UInt32, rnum: UInt8, rtype: UHIDReportType) {
-        self.id = id
-        self.rnum = rnum
-        self.rtype = rtype
-    }
 }
 
 /// `struct uhid_get_report_reply_req`: `__u32 id`, `__u16 err`, `__u16 size`,
@@ -205,13 +169,6 @@ public struct UHIDGetReportReply: Hashable, Sendable {
     public var err: UInt16
     /// `data[..<size]`: the report, when `err` is 0.
     public var data: [UInt8]
-
-    /// Creates a GET_REPORT_REPLY payload.
-    public init(id: UInt32, err: UInt16, data: [UInt8]) {
-        self.id = id
-        self.err = err
-        self.data = data
-    }
 }
 
 /// `struct uhid_set_report_req`: `__u32 id`, `__u8 rnum`, `__u8 rtype`,
@@ -225,14 +182,6 @@ public struct UHIDSetReportRequest: Hashable, Sendable {
     public var rtype: UHIDReportType
     /// `data[..<size]`: the report.
     public var data: [UInt8]
-
-    /// Creates a SET_REPORT payload.
-    public init(id: UInt32, rnum: UInt8, rtype: UHIDReportType, data: [UInt8]) {
-        self.id = id
-        self.rnum = rnum
-        self.rtype = rtype
-        self.data = data
-    }
 }
 
 /// `struct uhid_set_report_reply_req`: `__u32 id`, `__u16 err`.
@@ -242,10 +191,4 @@ public struct UHIDSetReportReply: Hashable, Sendable {
     /// `err`: 0 on success, else an errno value (the kernel turns any
     /// non-zero value into -EIO).
     public var err: UInt16
-
-    /// Creates a SET_REPORT_REPLY payload.
-    public init(id: UInt32, err: UInt16) {
-        self.id = id
-        self.err = err
-    }
 }

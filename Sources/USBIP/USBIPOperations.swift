@@ -96,40 +96,9 @@ public struct USBIPUSBDevice: USBIPWireMessage, ByteReadable {
     /// The number of interfaces of the active configuration (USB 2.0 §9.6.3); an
     /// OP_REP_DEVLIST follows the record with this many interface records.
     public var bNumInterfaces: UInt8
+}
 
-    /// A record with every field given.
-    public init(
-        path: String,
-        busid: String,
-        busnum: UInt32,
-        devnum: UInt32,
-        speed: USBSpeed,
-        idVendor: UInt16,
-        idProduct: UInt16,
-        bcdDevice: UInt16,
-        bDeviceClass: UInt8,
-        bDeviceSubClass: UInt8,
-        bDeviceProtocol: UInt8,
-        bConfigurationValue: UInt8,
-        bNumConfigurations: UInt8,
-        bNumInterfaces: UInt8
-    ) {
-        self.path = path
-        self.busid = busid
-        self.busnum = busnum
-        self.devnum = devnum
-        self.speed = speed
-        self.idVendor = idVendor
-        self.idProduct = idProduct
-        self.bcdDevice = bcdDevice
-        self.bDeviceClass = bDeviceClass
-        self.bDeviceSubClass = bDeviceSubClass
-        self.bDeviceProtocol = bDeviceProtocol
-        self.bConfigurationValue = bConfigurationValue
-        self.bNumConfigurations = bNumConfigurations
-        self.bNumInterfaces = bNumInterfaces
-    }
-
+extension USBIPUSBDevice {
     /// Decodes exactly one 312-byte record.
     public init(bytes: [UInt8]) throws(USBIPError) {
         try self.init(wholeMessage: bytes, "a device record")
@@ -186,14 +155,9 @@ public struct USBIPUSBInterface: USBIPWireMessage, ByteReadable {
     public var bInterfaceSubClass: UInt8
     /// The interface protocol (USB 2.0 §9.6.5).
     public var bInterfaceProtocol: UInt8
+}
 
-    /// A record with every field given.
-    public init(bInterfaceClass: UInt8, bInterfaceSubClass: UInt8, bInterfaceProtocol: UInt8) {
-        self.bInterfaceClass = bInterfaceClass
-        self.bInterfaceSubClass = bInterfaceSubClass
-        self.bInterfaceProtocol = bInterfaceProtocol
-    }
-
+extension USBIPUSBInterface {
     /// Decodes exactly one 4-byte record; the padding byte is ignored.
     public init(bytes: [UInt8]) throws(USBIPError) {
         try self.init(wholeMessage: bytes, "an interface record")

@@ -355,21 +355,14 @@ public struct USBIPCmdUnlink: USBIPWireMessage, ByteReadable {
     /// The target device: `(busnum << 16) | devnum`.
     public var devid: UInt32
     /// `direction` as sent (vhci-hcd sends 0).
-    public var direction: UInt32
+    public var direction: UInt32 = 0
     /// `ep` as sent; shall be 0.
-    public var ep: UInt32
+    public var ep: UInt32 = 0
     /// The seqnum of the submission to unlink.
     public var unlinkSeqnum: UInt32
+}
 
-    /// An unlink request with every field given.
-    public init(seqnum: UInt32, devid: UInt32, direction: UInt32 = 0, ep: UInt32 = 0, unlinkSeqnum: UInt32) {
-        self.seqnum = seqnum
-        self.devid = devid
-        self.direction = direction
-        self.ep = ep
-        self.unlinkSeqnum = unlinkSeqnum
-    }
-
+extension USBIPCmdUnlink {
     /// Decodes exactly one 48-byte request.
     public init(bytes: [UInt8]) throws(USBIPError) {
         try self.init(wholeMessage: bytes, "USBIP_CMD_UNLINK")
@@ -409,23 +402,16 @@ public struct USBIPRetUnlink: USBIPWireMessage, ByteReadable {
     /// The seqnum of the USBIP_CMD_UNLINK answered.
     public var seqnum: UInt32
     /// `devid`; 0 from a server.
-    public var devid: UInt32
+    public var devid: UInt32 = 0
     /// `direction`; 0 from a server.
-    public var direction: UInt32
+    public var direction: UInt32 = 0
     /// `ep`; 0 from a server.
-    public var ep: UInt32
+    public var ep: UInt32 = 0
     /// The unlink's outcome.
     public var status: URBStatus
+}
 
-    /// A reply with every field given; the header fields a server zeroes default to 0.
-    public init(seqnum: UInt32, devid: UInt32 = 0, direction: UInt32 = 0, ep: UInt32 = 0, status: URBStatus) {
-        self.seqnum = seqnum
-        self.devid = devid
-        self.direction = direction
-        self.ep = ep
-        self.status = status
-    }
-
+extension USBIPRetUnlink {
     /// Decodes exactly one 48-byte reply.
     public init(bytes: [UInt8]) throws(USBIPError) {
         try self.init(wholeMessage: bytes, "USBIP_RET_UNLINK")

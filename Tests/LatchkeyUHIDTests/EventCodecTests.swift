@@ -2,7 +2,7 @@
 // oversized and unknown events, and encoder checks on fields that do not fit.
 
 import LatchkeyTestSupport
-import LatchkeyUHID
+@testable import LatchkeyUHID
 import Testing
 
 /// Little-endian bytes of an integer (the host order on the machines we run on).

@@ -201,11 +201,6 @@ public struct PolicyFacts: Sendable, Equatable {
     public var hasPasskey: Bool
     /// A PIN is set.
     public var pinSet: Bool
-
-    public init(hasPasskey: Bool, pinSet: Bool) {
-        self.hasPasskey = hasPasskey
-        self.pinSet = pinSet
-    }
 }
 
 /// An open (or spent, or expired) password-used window.

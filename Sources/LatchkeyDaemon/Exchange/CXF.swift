@@ -42,7 +42,9 @@ struct CXFPasskey: Sendable, Equatable {
             && lhs.hmacCredentials?.withoutUV == rhs.hmacCredentials?.withoutUV && lhs.credBlob == rhs.credBlob
             && lhs.hasLargeBlob == rhs.hasLargeBlob
     }
+}
 
+extension CXFPasskey {
     /// The passkey of an exported credential.
     init(_ exported: ExportedCredential) {
         let credential = exported.credential
@@ -56,28 +58,6 @@ struct CXFPasskey: Sendable, Equatable {
             hmacCredentials = (Array(random.prefix(32)), Array(random.suffix(32)))
         }
         credBlob = credential.credBlob
-    }
-
-    init(
-        credentialId: [UInt8],
-        rpId: String,
-        username: String,
-        userDisplayName: String,
-        userHandle: [UInt8],
-        key: [UInt8],
-        hmacCredentials: (withUV: [UInt8], withoutUV: [UInt8])? = nil,
-        credBlob: [UInt8]? = nil,
-        hasLargeBlob: Bool = false
-    ) {
-        self.credentialId = credentialId
-        self.rpId = rpId
-        self.username = username
-        self.userDisplayName = userDisplayName
-        self.userHandle = userHandle
-        self.key = key
-        self.hmacCredentials = hmacCredentials
-        self.credBlob = credBlob
-        self.hasLargeBlob = hasLargeBlob
     }
 }
 

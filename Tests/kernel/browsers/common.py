@@ -11,6 +11,7 @@ key answered an error, so nothing awaits the promise).
 
 from __future__ import annotations
 
+import argparse
 import http.server
 import json
 import os
@@ -81,6 +82,19 @@ def serve_page() -> tuple[http.server.ThreadingHTTPServer, str]:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://localhost:{server.server_address[1]}/"
+
+
+def open_page(ap: argparse.ArgumentParser, make_browser):
+    """What every browser check starts with: the options they all take (the browser's
+    log, the WebAuthn timeout, the work directory) added to ap and the command line
+    parsed, the page served, and the browser make_browser(args, url) makes.
+    Returns (args, server, url, browser)."""
+    ap.add_argument("--browser-log", required=True, help="the browser's own log (FIDO/WebAuthn lines)")
+    ap.add_argument("--timeout-ms", type=int, default=60000, help="WebAuthn timeout of each request")
+    ap.add_argument("--work", default="/tmp", help="profiles and logs go under this directory")
+    args = ap.parse_args()
+    server, url = serve_page()
+    return args, server, url, make_browser(args, url)
 
 
 class LogFile:
@@ -176,6 +190,25 @@ def show_log(lines: list[str], limit: int = 60) -> None:
         f"{', the last ' + str(limit) if len(lines) > limit else ''}):")
     for line in lines[-limit:]:
         say(f"#   | {line[:400]}")
+
+
+def run_step(name: str, fn, log_on_error=None):
+    """Runs fn as the cell or check `name`: (True, what fn returned, its seconds), or
+    (False, None, None) after the FAIL line. A RequestFailed shows the browser's log it
+    carries; any other exception shows log_on_error()'s lines, when given."""
+    t = time.monotonic()
+    try:
+        detail = fn()
+    except RequestFailed as e:
+        fail_line(name, f"{e.args[0]} ({time.monotonic() - t:.1f} s)")
+        show_log(e.args[1])
+        return False, None, None
+    except Exception as e:  # noqa: BLE001 - every failure is a failed step
+        fail_line(name, e)
+        if log_on_error is not None:
+            show_log(log_on_error())
+        return False, None, None
+    return True, detail, time.monotonic() - t
 
 
 def dumps(value) -> str:

@@ -64,7 +64,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))  # Tests/kernel: rp.py
 
 import rp  # noqa: E402
-from common import RequestFailed, fail_line, log, say, serve_page, show_log  # noqa: E402
+from common import RequestFailed, fail_line, log, open_page, run_step, say, show_log  # noqa: E402
 
 RP_ID = "localhost"
 REQUIRED = UserVerificationRequirement.REQUIRED
@@ -109,19 +109,11 @@ class Session:
         if missing:
             fail_line(name, f"prerequisite failed: {', '.join(missing)}")
             return
-        t = time.monotonic()
-        try:
-            detail = fn()
-        except RequestFailed as e:
-            fail_line(name, f"{e.args[0]} ({time.monotonic() - t:.1f} s)")
-            show_log(e.args[1])
-            return
-        except Exception as e:  # noqa: BLE001 - every failure is a failed cell
-            fail_line(name, e)
-            show_log(self.browser.log.since(self.mark))
+        passed, detail, seconds = run_step(name, fn, lambda: self.browser.log.since(self.mark))
+        if not passed:
             return
         self.passed += 1
-        say(f"PASS\t{name} ({time.monotonic() - t:.1f} s: {detail})")
+        say(f"PASS\t{name} ({seconds:.1f} s: {detail})")
 
     def request(self, options, kind: str) -> dict:
         public_key = dict(options)["publicKey"]
@@ -258,13 +250,7 @@ def make_browser(args, url: str):
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--browser", required=True, choices=("chromium", "firefox"))
-    ap.add_argument("--browser-log", required=True, help="the browser's own log (FIDO/WebAuthn lines)")
-    ap.add_argument("--timeout-ms", type=int, default=60000, help="WebAuthn timeout of each request")
-    ap.add_argument("--work", default="/tmp", help="profiles and driver logs go under this directory")
-    args = ap.parse_args()
-
-    http, url = serve_page()
-    browser = make_browser(args, url)
+    args, http, url, browser = open_page(ap, make_browser)
     start_name = f"{args.browser}: session on {url} (secure context, WebAuthn JSON)"
     ok = False
     try:

@@ -43,7 +43,7 @@ from selenium.webdriver.common.virtual_authenticator import Credential, VirtualA
 
 import rp  # noqa: E402
 from chromium import Chromium, free_port  # noqa: E402
-from common import RequestFailed, fail_line, log, say, serve_page, show_log  # noqa: E402
+from common import log, open_page, run_step, say  # noqa: E402
 from matrix import PREFERRED, RP_ID, Session  # noqa: E402
 
 
@@ -71,17 +71,10 @@ class Checks:
 
     def step(self, name: str, fn):
         """Runs one check: a PASS line with what fn returns, or a FAIL line."""
-        t = time.monotonic()
-        try:
-            detail = fn()
-        except RequestFailed as e:
-            fail_line(name, f"{e.args[0]} ({time.monotonic() - t:.1f} s)")
-            show_log(e.args[1])
+        passed, detail, seconds = run_step(name, fn)
+        if not passed:
             return None
-        except Exception as e:  # noqa: BLE001 - every failure is a failed check
-            fail_line(name, e)
-            return None
-        say(f"PASS\t{name} ({time.monotonic() - t:.1f} s{': ' + str(detail) if detail else ''})")
+        say(f"PASS\t{name} ({seconds:.1f} s{': ' + str(detail) if detail else ''})")
         return detail if detail is not None else True
 
     def ctl(self, *argv: str):
@@ -272,13 +265,7 @@ def main_with(make_browser, start_name: str, run_checks) -> int:
     ap.add_argument("--intermediary", required=True, help="the latchkey-webdriver binary")
     ap.add_argument("--ctl", required=True, help="the latchkeyctl binary")
     ap.add_argument("--lib-dir", default="", help="LD_LIBRARY_PATH for the two (the Swift runtime)")
-    ap.add_argument("--browser-log", required=True, help="the browser's own log (FIDO/WebAuthn lines)")
-    ap.add_argument("--timeout-ms", type=int, default=60000, help="WebAuthn timeout of each request")
-    ap.add_argument("--work", default="/tmp", help="profiles and logs go under this directory")
-    args = ap.parse_args()
-
-    http, url = serve_page()
-    browser = make_browser(args, url)
+    args, http, url, browser = open_page(ap, make_browser)
     checks = Checks(args)
     try:
         if checks.step(start_name.format(url=url), browser.start):
