@@ -29,7 +29,7 @@ let package = Package(
         // libcrypto itself, so the baseline is OpenSSL with no latchkey code in between.
         .systemLibrary(name: "CBenchOpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         // What the benchmarks stand on: the raw signer, the CTAP requests, latchkeyd as a
-        // child process and a blocking USB/IP host that imports its key.
+        // child process and a USB/IP host that imports its key.
         .target(
             name: "LatchkeyBenchSupport",
             dependencies: ["CBenchOpenSSL", .product(name: "Crypto", package: "swift-crypto")]
@@ -43,9 +43,7 @@ let package = Package(
                 "LatchkeyBenchSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
-                .product(name: "CBOR", package: root),
-                .product(name: "CTAPHID", package: root),
-            ]
+            ] + latchkey("CBOR", "CTAPHID")
         ),
         // package-benchmark finds benchmark targets by their folder: Benchmarks/<Name>.
         .executableTarget(
