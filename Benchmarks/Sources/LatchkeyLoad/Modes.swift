@@ -26,6 +26,19 @@ func attach(_ daemon: DaemonProcess, busid: String, rpIds: [String]) throws -> (
     return (host, clients)
 }
 
+/// A host on each of the daemon's first keys, with a channel and client for each RP
+/// `rpIds` names for that key; the hosts (kept alive with the clients) and every client.
+func attach(_ daemon: DaemonProcess, rpIds: [[String]]) throws -> ([USBIPHIDHost], [Client]) {
+    var hosts: [USBIPHIDHost] = []
+    var clients: [Client] = []
+    for (busid, names) in zip(daemon.busids, rpIds) {
+        let (host, made) = try attach(daemon, busid: busid, rpIds: names)
+        hosts.append(host)
+        clients += made
+    }
+    return (hosts, clients)
+}
+
 /// The daemon's resident set, in MB, from /proc.
 func residentMegabytes(_ daemon: DaemonProcess) -> Double {
     guard let status = try? String(contentsOfFile: "/proc/\(daemon.pid)/status", encoding: .utf8),
@@ -33,6 +46,17 @@ func residentMegabytes(_ daemon: DaemonProcess) -> Double {
         let kB = Double(line.split(separator: " ").dropFirst().first ?? "")
     else { return .nan }
     return kB / 1000
+}
+
+/// The CPU time the daemon's threads have had, in nanoseconds (the first field of each
+/// thread's /proc schedstat; a thread that has exited no longer counts).
+func daemonCPUNanoseconds(_ daemon: DaemonProcess) -> UInt64 {
+    let tasks = "/proc/\(daemon.pid)/task"
+    let threads = (try? FileManager.default.contentsOfDirectory(atPath: tasks)) ?? []
+    return threads.reduce(0) { sum, thread in
+        let text = (try? String(contentsOfFile: "\(tasks)/\(thread)/schedstat", encoding: .utf8)) ?? ""
+        return sum + (text.split(separator: " ").first.flatMap { UInt64($0) } ?? 0)
+    }
 }
 
 func median(_ values: [UInt64]) -> Double {
@@ -73,8 +97,9 @@ func single(daemon binary: String, iterations: Int) throws {
             try client.makeCredential(user: [user], residentKey: true, timer: &timer)
         }),
     ]
-    print("latchkey-load single: \(iterations) of each, one client, USB/IP on loopback; medians in µs")
-    print("operation                   reports  operation   PING  difference")
+    print("latchkey-load single: \(iterations) of each, one client, USB/IP on loopback; in µs")
+    print("                                     round trip (median)        daemon CPU (mean)")
+    print("operation                   reports  operation   PING  difference  operation   PING")
     for (operation, run) in runs {
         let count = operation == .makeCredential || operation == .makeCredentialDiscoverable
             ? max(20, iterations / 5) : iterations
@@ -96,11 +121,19 @@ func single(daemon binary: String, iterations: Int) throws {
             pings.append(pingTimer.nanoseconds)
         }
         let (op, pg) = (median(times), median(pings))
+        // The daemon's CPU time over `count` more of each, not alternated.
+        var cpu = daemonCPUNanoseconds(daemon)
+        for _ in 0..<count { try run() }
+        let operationCPU = Double(daemonCPUNanoseconds(daemon) - cpu) / Double(count)
+        cpu = daemonCPUNanoseconds(daemon)
+        for _ in 0..<count { try client.channel.ping(ping) }
+        let pingCPU = Double(daemonCPUNanoseconds(daemon) - cpu) / Double(count)
         print(
             operation.rawValue.padding(toLength: 28, withPad: " ", startingAt: 0)
                 + "\(reports.output)+\(reports.input)".padding(toLength: 9, withPad: " ", startingAt: 0)
                 + microseconds(op).leftPadded(9) + microseconds(pg).leftPadded(7)
                 + microseconds(op - pg).leftPadded(12)
+                + microseconds(operationCPU).leftPadded(11) + microseconds(pingCPU).leftPadded(7)
         )
     }
     print("(PING: \(CTAPHIDConstants.reportSize)-byte reports, as many each way as the operation's two counts share, rounded up)")
@@ -114,14 +147,9 @@ func load(daemon binary: String, operations: Int) throws {
     let directory = try ScratchDirectory("load")
     let daemon = try startDaemon(binary, keys: 5, in: directory)
     defer { try? daemon.stop() }
-    var hosts: [USBIPHIDHost] = []
-    var clients: [Client] = []
-    for (index, busid) in daemon.busids.prefix(5).enumerated() {
-        let rpIds = index < 4 ? ["load\(index + 1).example"] : ["load5.example", "load6.example"]
-        let (host, made) = try attach(daemon, busid: busid, rpIds: rpIds)
-        hosts.append(host)
-        clients += made
-    }
+    let (hosts, clients) = try attach(
+        daemon, rpIds: (1...4).map { ["load\($0).example"] } + [["load5.example", "load6.example"]]
+    )
     var untimed = Timer()
     for client in clients {
         try client.makeCredential(user: [0], residentKey: false, timer: &untimed)
@@ -220,18 +248,13 @@ func row(_ name: String, _ histogram: Histogram<UInt64>) -> String {
 
 /// Whether one key's disk writes hold another key's requests: two clients register
 /// discoverable credentials (a durable commit each) on keys of their own, as fast as they
-/// can, while a third makes `operations` getAssertions on a third key; then the third alone.
+/// can, while a third makes `operations` getAssertions on a key of its own; and, first, the
+/// third alone.
 func isolation(daemon binary: String, operations: Int) throws {
     let directory = try ScratchDirectory("load-isolation")
     let daemon = try startDaemon(binary, keys: 3, in: directory)
     defer { try? daemon.stop() }
-    var hosts: [USBIPHIDHost] = []
-    var clients: [Client] = []
-    for (index, busid) in daemon.busids.prefix(3).enumerated() {
-        let (host, made) = try attach(daemon, busid: busid, rpIds: ["isolation\(index + 1).example"])
-        hosts.append(host)
-        clients += made
-    }
+    let (hosts, clients) = try attach(daemon, rpIds: (1...3).map { ["isolation\($0).example"] })
     var untimed = Timer()
     let reader = clients[2]
     try reader.makeCredential(user: [0], residentKey: false, timer: &untimed)

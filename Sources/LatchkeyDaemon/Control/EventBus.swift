@@ -126,8 +126,16 @@ public final class EventBus: Sendable {
 
     /// Publishes an event to every subscriber that wants it. `key` names the
     /// key it concerns (nil: daemon-wide). Never waits.
-    public func publish(_ name: EventName, key: String?, _ fields: [String: EventValue] = [:]) {
+    public func publish(_ name: EventName, key: String?, _ fields: @autoclosure () -> [String: EventValue] = [:]) {
+        // With no one subscribed (the usual case) the event's number is spent and
+        // nothing is made: no time stamp, no fields.
+        let listened = state.withLock { state in
+            if state.subscribers.isEmpty { state.next += 1 }
+            return !state.subscribers.isEmpty
+        }
+        guard listened else { return }
         let time = Self.timestamp(now())
+        let fields = fields()
         // Offered under the bus's lock, so that every subscriber sees events in
         // sequence order even when keys publish at once. Offering only takes
         // the subscriber's own lock and never waits.
@@ -164,9 +172,7 @@ public final class EventBus: Sendable {
         _ = state.withLock { $0.subscribers.removeValue(forKey: ObjectIdentifier(subscription)) }
     }
 
-    static func timestamp(_ date: Date) -> String {
-        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
-    }
+    static func timestamp(_ date: Date) -> String { RFC3339.string(from: date) }
 }
 
 /// One subscriber's events, in order: an `AsyncSequence` that ends when the

@@ -96,9 +96,11 @@ public final class VirtualKey: Sendable {
             diagnostics: { keyLogger.error("authenticator: \($0)") },
             events: { event in
                 if let signCount = event.signCount { signCounts[event.credentialId] = signCount }
-                var fields = Self.fields(of: event)
-                if let conditional = broker.conditionalCreation(event) { fields.merge(conditional) { $1 } }
-                events.publish(EventName(rawValue: event.kind.rawValue), key: name, fields)
+                let conditional = broker.conditionalCreation(event)
+                events.publish(
+                    EventName(rawValue: event.kind.rawValue), key: name,
+                    Self.fields(of: event).merging(conditional ?? [:]) { $1 }
+                )
             }
         )
         presence.bind(facts: Self.facts(authenticator: authenticator))
