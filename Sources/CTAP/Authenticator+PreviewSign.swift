@@ -55,15 +55,22 @@ extension Authenticator {
         authenticatorFlags: AuthenticatorDataFlags
     ) -> (signed: CBORValue, unsigned: CBORValue) {
         let key = PreviewSignKey.generate(
-            algorithm, flags: flags, secret: Self.previewSignSecret(credential.privateKey), entropy: entropy
+            algorithm,
+            flags: flags,
+            secret: Self.previewSignSecret(credential.privateKey),
+            entropy: entropy
         )
         let alg = CBORValue.int(algorithm.rawValue)
         // The inner authenticatorData attests the signing key, with a counter
         // of 0: it is never a credential's assertion.
         let authData = AuthenticatorData(
-            rpIdHash: rpIdHash, flags: authenticatorFlags, signCount: 0,
+            rpIdHash: rpIdHash,
+            flags: authenticatorFlags,
+            signCount: 0,
             attestedCredential: (configuration.aaguid, key.keyHandle, key.publicCOSEKey),
-            extensions: .textMap([(ExtensionIdentifier.previewSign, .intMap([(3, alg), (4, .int(Int(flags.rawValue)))]))])
+            extensions: .textMap([
+                (ExtensionIdentifier.previewSign, .intMap([(3, alg), (4, .int(Int(flags.rawValue)))]))
+            ])
         ).bytes
         var attestationObject: [UInt8] = []
         CBORValue.intMap([(1, .text("none")), (2, .bytes(authData)), (3, .map([]))]).encode(into: &attestationObject)
@@ -102,7 +109,8 @@ extension Authenticator {
             return PreviewSignSigner(key: key.key, tbs: tbs, prehashed: key.algorithm.prehashed)
         }
         guard let encoded = input.additionalArgs else { throw .missingParameter }
-        let arguments = try reading { () throws(CBORError) in try ARKGSignArguments(cbor: CBORDecoder().decode(encoded)) }
+        let arguments = try reading { () throws(CBORError) in try ARKGSignArguments(cbor: CBORDecoder().decode(encoded))
+        }
         guard arguments.alg == PreviewSignAlgorithm.esp256SplitARKG.rawValue,
             let derived = try? ARKGP256.derivePrivateKey(seed, keyHandle: arguments.keyHandle, ctx: arguments.ctx)
         else { throw .invalidCredential }

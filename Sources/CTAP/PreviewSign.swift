@@ -188,7 +188,8 @@ struct PreviewSignKey: Sendable {
         let root = rootKey(secret)
         while true {
             let header = [version, algorithm.tag, flags.rawValue] + entropy.bytes(count: nonceLength)
-            let handle = header + Array(HMACSHA256.authenticationCode(key: root, message: [0x00] + header).prefix(macLength))
+            let handle =
+                header + Array(HMACSHA256.authenticationCode(key: root, message: [0x00] + header).prefix(macLength))
             if let key = try? derive(header: header, handle: handle, algorithm: algorithm, flags: flags, root: root) {
                 return key
             }

@@ -103,8 +103,9 @@ public enum ARKGP256 {
         let sum = try OpenSSLObject(BN_secure_new(), freedBy: BN_clear_free, creator: "BN_secure_new")
         let context = try OpenSSLObject(BN_CTX_secure_new(), freedBy: BN_CTX_free, creator: "BN_CTX_secure_new")
         let blinding = try P256.scalar(seed.blinding.rawRepresentation)
-        guard BN_mod_add(sum.pointer, blinding.pointer, tau.pointer, EC_GROUP_get0_order(group.pointer), context.pointer)
-            == 1
+        guard
+            BN_mod_add(sum.pointer, blinding.pointer, tau.pointer, EC_GROUP_get0_order(group.pointer), context.pointer)
+                == 1
         else { throw .openSSL("BN_mod_add") }
         return try P256PrivateKey(rawRepresentation: bigEndian(sum))
     }
@@ -134,12 +135,16 @@ public enum ARKGP256 {
         ctx: [UInt8]
     ) -> (tag: [UInt8], shared: [UInt8]) {
         let macKey = HKDFSHA256.deriveKey(
-            inputKeyMaterial: shared, salt: [], info: Array("ARKG-KEM-HMAC-mac.".utf8) + kemDST + ctx,
+            inputKeyMaterial: shared,
+            salt: [],
+            info: Array("ARKG-KEM-HMAC-mac.".utf8) + kemDST + ctx,
             outputByteCount: SHA256.byteCount
         )
         let tag = Array(HMACSHA256.authenticationCode(key: macKey, message: ciphertext).prefix(tagLength))
         let derived = HKDFSHA256.deriveKey(
-            inputKeyMaterial: shared, salt: [], info: Array("ARKG-KEM-HMAC-shared.".utf8) + kemDST + ctx,
+            inputKeyMaterial: shared,
+            salt: [],
+            info: Array("ARKG-KEM-HMAC-shared.".utf8) + kemDST + ctx,
             outputByteCount: shared.count
         )
         return (tag, derived)
@@ -188,14 +193,17 @@ public enum ARKGP256 {
     }
 
     /// hash_to_field(msg, 1): the 48 expanded bytes reduced mod N.
-    private static func hashToField(_ message: [UInt8], dst: [UInt8]) throws(CryptoError) -> OpenSSLObject<OpaquePointer> {
+    private static func hashToField(_ message: [UInt8], dst: [UInt8]) throws(CryptoError) -> OpenSSLObject<
+        OpaquePointer
+    > {
         let uniform = try expandMessageXMD(message, dst: dst, length: fieldElementLength)
         let wide = try OpenSSLObject(BN_secure_new(), freedBy: BN_clear_free, creator: "BN_secure_new")
         let element = try OpenSSLObject(BN_secure_new(), freedBy: BN_clear_free, creator: "BN_secure_new")
         BN_set_flags(element.pointer, BN_FLG_CONSTTIME)
         let context = try OpenSSLObject(BN_CTX_secure_new(), freedBy: BN_CTX_free, creator: "BN_CTX_secure_new")
         guard BN_bin2bn(uniform, Int32(uniform.count), wide.pointer) != nil else { throw .openSSL("BN_bin2bn") }
-        guard BN_nnmod(element.pointer, wide.pointer, EC_GROUP_get0_order(try P256.group().pointer), context.pointer) == 1
+        guard
+            BN_nnmod(element.pointer, wide.pointer, EC_GROUP_get0_order(try P256.group().pointer), context.pointer) == 1
         else { throw .openSSL("BN_nnmod") }
         return element
     }

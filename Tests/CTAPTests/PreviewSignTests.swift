@@ -47,7 +47,9 @@ extension TestKey {
         create.extensions = [("previewSign", .intMap([(3, .array(algorithms.map { .int($0) })), (4, .int(flags))]))]
         let (status, body) = try await send(.makeCredential, create.cbor)
         guard status == .ok, let body else { return (status, nil) }
-        return (status, try GeneratedKey(body, made: MadeCredential(response: body, clientDataHash: create.clientDataHash)))
+        return (
+            status, try GeneratedKey(body, made: MadeCredential(response: body, clientDataHash: create.clientDataHash))
+        )
     }
 
     /// A signature request; `input` entries replace the defaults.
@@ -83,12 +85,17 @@ extension TestKey {
 }
 
 /// The RP side of ARKG: a public key and COSE_Sign_Args from the seed.
-private func arkgDerive(_ seed: CBORMap, ctx: [UInt8] = Array("latchkey test".utf8)) throws -> (P256PublicKey, CBORValue) {
+private func arkgDerive(_ seed: CBORMap, ctx: [UInt8] = Array("latchkey test".utf8)) throws -> (
+    P256PublicKey, CBORValue
+) {
     func point(_ key: CBORValue) throws -> P256PublicKey {
         let map = try key.mapValue()
         return try P256PublicKey(x: map.required(-2, "x").bytesValue(), y: map.required(-3, "y").bytesValue())
     }
-    let publicSeed = ARKGP256.PublicSeed(blinding: try point(seed.required(-1, "pk_bl")), kem: try point(seed.required(-2, "pk_kem")))
+    let publicSeed = ARKGP256.PublicSeed(
+        blinding: try point(seed.required(-1, "pk_bl")),
+        kem: try point(seed.required(-2, "pk_kem"))
+    )
     let (publicKey, keyHandle) = try ARKGP256.derivePublicKey(publicSeed, ikm: Array(repeating: 7, count: 32), ctx: ctx)
     return (publicKey, .intMap([(3, .int(-65539)), (-1, .bytes(keyHandle)), (-2, .bytes(ctx))]))
 }
@@ -139,7 +146,10 @@ struct PreviewSignTests {
         #expect(try verify(cose: made.publicKey, signature: try #require(signature), message: message))
     }
 
-    @Test("ESP256-split-ARKG: the seed's derived key verifies, for a stored and a wrapped credential", arguments: [false, true])
+    @Test(
+        "ESP256-split-ARKG: the seed's derived key verifies, for a stored and a wrapped credential",
+        arguments: [false, true]
+    )
     func signsARKG(rk: Bool) async throws {
         let key = signingKey()
         let made = try #require(try await key.generate([-65539], rk: rk).1)
@@ -163,7 +173,10 @@ struct PreviewSignTests {
         let key = signingKey()
         let first = try #require(try await key.generate([-9]).1)
         let second = try #require(try await key.generate([-9]).1)
-        #expect(first.keyHandle != second.keyHandle && CBORValue.map(first.publicKey.entries) != CBORValue.map(second.publicKey.entries))
+        #expect(
+            first.keyHandle != second.keyHandle
+                && CBORValue.map(first.publicKey.entries) != CBORValue.map(second.publicKey.entries)
+        )
         let message = Array("one message".utf8)
         let signature = try #require(try await key.sign(first, tbs: message).1)
         #expect(try verify(cose: first.publicKey, signature: signature, message: message))
@@ -242,19 +255,31 @@ struct PreviewSignTests {
         let map = try args.mapValue()
         let kh = try map.required(-1, "kh").bytesValue()
         #expect(try await key.sign(made, tbs: tbs).0 == .missingParameter)
-        #expect(try await key.sign(made, tbs: tbs, args: .intMap([(-1, .bytes(kh)), (-2, map[int: -2]!)])).0 == .invalidCredential)
         #expect(
-            try await key.sign(made, tbs: tbs, args: .intMap([(3, .int(-65538)), (-1, .bytes(kh)), (-2, map[int: -2]!)])).0
+            try await key.sign(made, tbs: tbs, args: .intMap([(-1, .bytes(kh)), (-2, map[int: -2]!)])).0
+                == .invalidCredential
+        )
+        #expect(
+            try await key.sign(
+                made,
+                tbs: tbs,
+                args: .intMap([(3, .int(-65538)), (-1, .bytes(kh)), (-2, map[int: -2]!)])
+            ).0
                 == .invalidCredential
         )
         var tampered = kh
         tampered[3] ^= 1
         #expect(
-            try await key.sign(made, tbs: tbs, args: .intMap([(3, .int(-65539)), (-1, .bytes(tampered)), (-2, map[int: -2]!)])).0
+            try await key.sign(
+                made,
+                tbs: tbs,
+                args: .intMap([(3, .int(-65539)), (-1, .bytes(tampered)), (-2, map[int: -2]!)])
+            ).0
                 == .invalidCredential
         )
         #expect(
-            try await key.sign(made, tbs: tbs, args: .intMap([(3, .int(-65539)), (-1, .bytes(kh)), (-2, .bytes([1]))])).0
+            try await key.sign(made, tbs: tbs, args: .intMap([(3, .int(-65539)), (-1, .bytes(kh)), (-2, .bytes([1]))]))
+                .0
                 == .invalidCredential
         )
         #expect(try await key.sign(made, tbs: tbs, args: .intMap([(3, .int(-65539))])).0 == .missingParameter)
@@ -267,7 +292,12 @@ struct PreviewSignTests {
         let exported = try await key.authenticator.exportPrivateKey(credentialId: made.credentialId)
         let elsewhere = signingKey(seed: "another key")
         _ = try await elsewhere.authenticator.importCredential(
-            ImportedCredential(id: made.credentialId, rpId: "example.com", userId: [1, 2, 3, 4], privateKeyPKCS8: exported)
+            ImportedCredential(
+                id: made.credentialId,
+                rpId: "example.com",
+                userId: [1, 2, 3, 4],
+                privateKeyPKCS8: exported
+            )
         )
         let (status, signature) = try await elsewhere.sign(made, tbs: [5, 6])
         #expect(status == .ok)

@@ -79,7 +79,9 @@ struct ARKGTests {
         let seed = try Self.seed()
         let ctx = Array(vector.ctx.utf8)
         let (publicKey, keyHandle) = try ARKGP256.derivePublicKey(
-            seed.publicSeed, ikm: [UInt8](hex: vector.ikm), ctx: ctx
+            seed.publicSeed,
+            ikm: [UInt8](hex: vector.ikm),
+            ctx: ctx
         )
         #expect(publicKey.x963Representation.hex == vector.pkPrime)
         #expect(keyHandle.count == ARKGP256.keyHandleLength)
