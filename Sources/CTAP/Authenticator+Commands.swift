@@ -131,6 +131,11 @@ extension Authenticator {
         let privateKey = try signing("generating a key") { () throws(CryptoError) in
             try CredentialPrivateKey.generate(algorithm, entropy: entropy)
         }
+        // previewSign's key derives from the credential's; made before
+        // anything is stored, so a failure leaves no credential behind.
+        let signingKey = try previewSign.map { (signAlgorithm, signFlags) throws(CTAPStatus) in
+            try generatePreviewSignKey(signAlgorithm, flags: signFlags, for: privateKey)
+        }
         let credentialId: [UInt8]
         let counterScope: [UInt8]
         var largeBlobKey: [UInt8]?
@@ -194,10 +199,8 @@ extension Authenticator {
             outputs.append((ExtensionIdentifier.minPinLength, .int(try minPINLength())))
         }
         var unsignedOutputs: [(String, CBORValue)] = []
-        if let (algorithm, signFlags) = previewSign {
-            let generated = generatePreviewSignKey(
-                algorithm, flags: signFlags, for: found, rpIdHash: rpIdHash, authenticatorFlags: flags
-            )
+        if let signingKey {
+            let generated = previewSignOutputs(signingKey, rpIdHash: rpIdHash, authenticatorFlags: flags)
             outputs.append((ExtensionIdentifier.previewSign, generated.signed))
             unsignedOutputs.append((ExtensionIdentifier.previewSign, generated.unsigned))
         }

@@ -45,22 +45,27 @@ extension Authenticator {
         return (algorithm, flags)
     }
 
-    /// Generates the signing key for `credential`: the signed output {3:
-    /// alg} and the unsigned output {7: attestation object}.
+    /// Generates a signing key for the credential whose key is
+    /// `credentialKey`, before anything about the credential is stored.
     func generatePreviewSignKey(
         _ algorithm: PreviewSignAlgorithm,
         flags: PreviewSignFlags,
-        for credential: FoundCredential,
+        for credentialKey: CredentialPrivateKey
+    ) throws(CTAPStatus) -> PreviewSignKey {
+        let secret = Self.previewSignSecret(credentialKey)
+        return try signing("generating a previewSign key") { () throws(CryptoError) in
+            try PreviewSignKey.generate(algorithm, flags: flags, secret: secret, entropy: entropy)
+        }
+    }
+
+    /// makeCredential's outputs for the signing key `key`: the signed {3:
+    /// alg} and the unsigned {7: attestation object}.
+    func previewSignOutputs(
+        _ key: PreviewSignKey,
         rpIdHash: [UInt8],
         authenticatorFlags: AuthenticatorDataFlags
     ) -> (signed: CBORValue, unsigned: CBORValue) {
-        let key = PreviewSignKey.generate(
-            algorithm,
-            flags: flags,
-            secret: Self.previewSignSecret(credential.privateKey),
-            entropy: entropy
-        )
-        let alg = CBORValue.int(algorithm.rawValue)
+        let alg = CBORValue.int(key.algorithm.rawValue)
         // The inner authenticatorData attests the signing key, with a counter
         // of 0: it is never a credential's assertion.
         let authData = AuthenticatorData(
@@ -69,7 +74,7 @@ extension Authenticator {
             signCount: 0,
             attestedCredential: (configuration.aaguid, key.keyHandle, key.publicCOSEKey),
             extensions: .textMap([
-                (ExtensionIdentifier.previewSign, .intMap([(3, alg), (4, .int(Int(flags.rawValue)))]))
+                (ExtensionIdentifier.previewSign, .intMap([(3, alg), (4, .int(Int(key.flags.rawValue)))]))
             ])
         ).bytes
         var attestationObject: [UInt8] = []

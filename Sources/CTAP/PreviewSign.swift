@@ -178,20 +178,25 @@ struct PreviewSignKey: Sendable {
     var arkgSeed: ARKGP256.PrivateSeed?
 
     /// A new key for the credential whose secret is `secret`. The nonce is
-    /// drawn again in the (2^-32) case that it gives no valid P-256 scalar.
+    /// drawn again in the (2^-32) case that it gives no valid P-256 scalar;
+    /// failing eight times means the crypto library itself fails.
     static func generate(
         _ algorithm: PreviewSignAlgorithm,
         flags: PreviewSignFlags,
         secret: [UInt8],
         entropy: any EntropySource
-    ) -> Self {
+    ) throws(CryptoError) -> Self {
         let root = rootKey(secret)
+        var attempt = 0
         while true {
             let header = [version, algorithm.tag, flags.rawValue] + entropy.bytes(count: nonceLength)
             let handle =
                 header + Array(HMACSHA256.authenticationCode(key: root, message: [0x00] + header).prefix(macLength))
-            if let key = try? derive(header: header, handle: handle, algorithm: algorithm, flags: flags, root: root) {
-                return key
+            do {
+                return try derive(header: header, handle: handle, algorithm: algorithm, flags: flags, root: root)
+            } catch {
+                attempt += 1
+                if attempt == 8 { throw error }
             }
         }
     }
