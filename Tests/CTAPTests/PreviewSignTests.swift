@@ -252,37 +252,25 @@ struct PreviewSignTests {
         let made = try #require(try await key.generate([-65539]).1)
         let tbs = Array(repeating: UInt8(9), count: 32)
         let (_, args) = try arkgDerive(made.publicKey)
-        let map = try args.mapValue()
-        let kh = try map.required(-1, "kh").bytesValue()
-        #expect(try await key.sign(made, tbs: tbs).0 == .missingParameter)
-        #expect(
-            try await key.sign(made, tbs: tbs, args: .intMap([(-1, .bytes(kh)), (-2, map[int: -2]!)])).0
-                == .invalidCredential
-        )
-        #expect(
-            try await key.sign(
-                made,
-                tbs: tbs,
-                args: .intMap([(3, .int(-65538)), (-1, .bytes(kh)), (-2, map[int: -2]!)])
-            ).0
-                == .invalidCredential
-        )
+        let kh = try args.mapValue().required(-1, "kh").bytesValue()
+        let ctx = try args.mapValue().required(-2, "ctx")
         var tampered = kh
         tampered[3] ^= 1
-        #expect(
-            try await key.sign(
-                made,
-                tbs: tbs,
-                args: .intMap([(3, .int(-65539)), (-1, .bytes(tampered)), (-2, map[int: -2]!)])
-            ).0
-                == .invalidCredential
-        )
-        #expect(
-            try await key.sign(made, tbs: tbs, args: .intMap([(3, .int(-65539)), (-1, .bytes(kh)), (-2, .bytes([1]))]))
-                .0
-                == .invalidCredential
-        )
-        #expect(try await key.sign(made, tbs: tbs, args: .intMap([(3, .int(-65539))])).0 == .missingParameter)
+        let cases: [(CBORValue?, CTAPStatus)] = [
+            (nil, .missingParameter),
+            (.intMap([(-1, .bytes(kh)), (-2, ctx)]), .invalidCredential),
+            (.intMap([(3, .int(-65538)), (-1, .bytes(kh)), (-2, ctx)]), .invalidCredential),
+            (.intMap([(3, .int(-65539)), (-1, .bytes(tampered)), (-2, ctx)]), .invalidCredential),
+            (.intMap([(3, .int(-65539)), (-1, .bytes(kh)), (-2, .bytes([1]))]), .invalidCredential),
+            (.intMap([(3, .int(-65539))]), .missingParameter),
+            (.text("not a map"), .cborUnexpectedType),
+        ]
+        for (arguments, expected) in cases {
+            #expect(
+                try await key.sign(made, tbs: tbs, args: arguments).0 == expected,
+                "\(String(describing: arguments))"
+            )
+        }
     }
 
     @Test("the signing key follows its credential: after export and import elsewhere it still signs")
