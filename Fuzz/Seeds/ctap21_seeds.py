@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Writes the FuzzCTAP seeds for clientPIN, credentialManagement (0x0A and its
-FIDO_2_1_PRE twin 0x41) and authenticatorConfig: one well-formed request per
-subcommand, so that short fuzz runs start past the parsers.
+FIDO_2_1_PRE twin 0x41), authenticatorConfig and the previewSign extension: one
+well-formed request per subcommand, so that short fuzz runs start past the parsers.
 
-    python3 Fuzz/Seeds/ctap21_seeds.py     # rewrites Fuzz/Seeds/FuzzCTAP/{pin,cm,cfg}_*
+    python3 Fuzz/Seeds/ctap21_seeds.py     # rewrites Fuzz/Seeds/FuzzCTAP/{pin,cm,cfg,ext}_*
 
 A seed is FuzzCTAP's input (Fuzz/Sources/FuzzCTAP/main.swift): a selector byte
 (0x00: a CTAP2 request, no power cycle, no clock step) then the command byte
@@ -16,6 +16,7 @@ from pathlib import Path
 from fido2 import cbor
 
 OUT = Path(__file__).resolve().parent / "FuzzCTAP"
+MAKE_CREDENTIAL, GET_ASSERTION = 0x01, 0x02
 CLIENT_PIN, CRED_MGMT, CONFIG, CRED_MGMT_PRE = 0x06, 0x0A, 0x0D, 0x41
 # A P-256 point (Tests/python/pin_protocol_vectors.py's platform key) as a COSE_Key.
 KEY_AGREEMENT = {
@@ -80,11 +81,22 @@ def seeds() -> dict[str, bytes]:
             request[2] = params
         out[f"cfg_{name}"] = [CONFIG, request]
     out["cfg_set_min_pin_length_unauthenticated"] = [CONFIG, {1: 3, 2: {1: 8}}]
+    # previewSign (the drafted WebAuthn sign extension): generateKey for every
+    # algorithm, and a sign request with ARKG arguments for a filler credential.
+    out["ext_preview_sign_generate"] = [MAKE_CREDENTIAL, {
+        1: bytes(32), 2: {"id": "example.com"}, 3: {"id": b"\x01"}, 4: [{"type": "public-key", "alg": -7}],
+        6: {"previewSign": {3: [-65539, -300, -70009, -9, -7], 4: 0b001}},
+    }]
+    arkg_args = cbor.encode({3: -65539, -1: bytes([0x04] * 81), -2: b"ctx"})
+    out["ext_preview_sign_sign"] = [GET_ASSERTION, {
+        1: "example.com", 2: bytes(32), 3: [{"type": "public-key", "id": bytes(64)}],
+        4: {"previewSign": {2: bytes(35), 6: bytes(32), 7: arkg_args}}, 5: {"up": False},
+    }]
     return {name: bytes([0x00, command]) + cbor.encode(body) for name, (command, body) in out.items()}
 
 
 def main() -> None:
-    for old in list(OUT.glob("pin_*")) + list(OUT.glob("cm_*")) + list(OUT.glob("cfg_*")):
+    for old in list(OUT.glob("pin_*")) + list(OUT.glob("cm_*")) + list(OUT.glob("cfg_*")) + list(OUT.glob("ext_*")):
         old.unlink()
     for name, data in sorted(seeds().items()):
         (OUT / name).write_bytes(data)

@@ -39,6 +39,9 @@ extension Authenticator {
         let extensions = request.extensions.offered(configuration.enabledExtensions)
         // §12.3: largeBlobKey's only value is true.
         if extensions.largeBlobKey == false { throw .invalidOption }
+        let previewSign = try extensions.previewSign.map { input throws(CTAPStatus) in
+            try checkPreviewSignGenerateKey(input)
+        }
 
         // Step 6: with alwaysUv every credential is made with user
         // verification: built-in when the key has it, else a pinUvAuthToken.
@@ -128,6 +131,11 @@ extension Authenticator {
         let privateKey = try signing("generating a key") { () throws(CryptoError) in
             try CredentialPrivateKey.generate(algorithm, entropy: entropy)
         }
+        // previewSign's key derives from the credential's; made before
+        // anything is stored, so a failure leaves no credential behind.
+        let signingKey = try previewSign.map { (signAlgorithm, signFlags) throws(CTAPStatus) in
+            try generatePreviewSignKey(signAlgorithm, flags: signFlags, for: privateKey)
+        }
         let credentialId: [UInt8]
         let counterScope: [UInt8]
         var largeBlobKey: [UInt8]?
@@ -190,6 +198,12 @@ extension Authenticator {
         if extensions.minPinLength, try minPinLengthRPIDs().contains(request.rp.id) {
             outputs.append((ExtensionIdentifier.minPinLength, .int(try minPINLength())))
         }
+        var unsignedOutputs: [(String, CBORValue)] = []
+        if let signingKey {
+            let generated = previewSignOutputs(signingKey, rpIdHash: rpIdHash, authenticatorFlags: flags)
+            outputs.append((ExtensionIdentifier.previewSign, generated.signed))
+            unsignedOutputs.append((ExtensionIdentifier.previewSign, generated.unsigned))
+        }
 
         let authData = AuthenticatorData(
             rpIdHash: rpIdHash, flags: flags, signCount: signCount,
@@ -198,7 +212,26 @@ extension Authenticator {
         ).bytes
 
         // Step 16: the attestation statement.
-        let signed = authData + request.clientDataHash
+        var response = try attestation(
+            signed: authData + request.clientDataHash, authData: authData, privateKey: privateKey,
+            largeBlobKey: largeBlobKey, enterpriseIdentity: enterpriseIdentity,
+            preference: request.attestationFormatsPreference
+        )
+        response.unsignedExtensionOutputs = unsignedOutputs
+        return response
+    }
+
+    /// makeCredential's response for `authData` with the attestation
+    /// statement over `signed`: enterprise when asked and allowed, else the
+    /// key's mode, unless the platform prefers none.
+    private func attestation(
+        signed: [UInt8],
+        authData: [UInt8],
+        privateKey: CredentialPrivateKey,
+        largeBlobKey: [UInt8]?,
+        enterpriseIdentity: AttestationIdentity?,
+        preference: [String]?
+    ) throws(CTAPStatus) -> MakeCredentialResponse {
         if let enterpriseIdentity {
             var response = try batchAttestation(
                 enterpriseIdentity, signed: signed, authData: authData, largeBlobKey: largeBlobKey
@@ -207,7 +240,7 @@ extension Authenticator {
             return response
         }
         // CTAP 2.2: a platform that prefers "none" to "packed" gets none.
-        let preferred = request.attestationFormatsPreference?.first { attestationFormats.contains($0) }
+        let preferred = preference?.first { attestationFormats.contains($0) }
         switch preferred == "none" ? .none : configuration.attestation {
         case .none:
             return MakeCredentialResponse(fmt: "none", authData: authData, attStmt: .map([]), largeBlobKey: largeBlobKey)
@@ -215,7 +248,7 @@ extension Authenticator {
             let sig = try signing("self attestation") { () throws(CryptoError) in try privateKey.signature(for: signed) }
             return MakeCredentialResponse(
                 fmt: "packed", authData: authData,
-                attStmt: .textMap([("alg", .int(algorithm.rawValue)), ("sig", .bytes(sig))]),
+                attStmt: .textMap([("alg", .int(privateKey.algorithm.rawValue)), ("sig", .bytes(sig))]),
                 largeBlobKey: largeBlobKey
             )
         case .batch:
@@ -271,6 +304,9 @@ extension Authenticator {
         // hmac-secret is bound to a touch: a silent assertion cannot carry it
         // (as OpenSK answers).
         if requested.hmacSecret != nil, !userPresence { throw .unsupportedOption }
+        if let previewSign = requested.previewSign {
+            try checkPreviewSignRequest(previewSign, allowList: request.allowList)
+        }
 
         // Before step 6: with alwaysUv every assertion verifies the user:
         // built-in when the key has it, else with a pinUvAuthToken.
@@ -292,7 +328,7 @@ extension Authenticator {
 
         // The extensions every assertion of the sequence answers; the
         // hmac-secret inputs are checked before the user is asked for a touch.
-        let extensions = AssertionExtensionRequest(
+        var extensions = AssertionExtensionRequest(
             hmacSecret: try requested.hmacSecret.map { input throws(CTAPStatus) in try checkHmacSecret(input) },
             credBlob: requested.credBlob,
             largeBlobKey: requested.largeBlobKey == true,
@@ -343,6 +379,13 @@ extension Authenticator {
             }
         }
         guard let credential = found else { throw .noCredentials }
+        // previewSign (only with an allowList, so for this one credential):
+        // the signing key's own UP and UV rules, before the touch.
+        if let previewSign = requested.previewSign {
+            extensions.previewSign = try preparePreviewSign(
+                previewSign, for: credential, userPresence: request.options.up ?? true, userVerified: userVerified
+            )
+        }
 
         // Step 9: user presence, unless the client asked for a silent check;
         // a touch spends the token's user verified flag and mc/ga permissions.

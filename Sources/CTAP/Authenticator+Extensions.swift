@@ -1,6 +1,6 @@
 // Processing of the extensions in Extensions.swift for makeCredential and
 // getAssertion (CTAP 2.1 §12, CTAP 2.2 §12.7 hmac-secret-mc, §12.9
-// thirdPartyPayment). The commands
+// thirdPartyPayment; previewSign has its own file). The commands
 // call in here at their extension steps; what is checked before user
 // presence (the hmac-secret inputs) is checked here too, so that a malformed
 // input never costs the user a touch.
@@ -34,6 +34,9 @@ struct AssertionExtensionRequest: Sendable {
     var credBlob = false
     var largeBlobKey = false
     var thirdPartyPayment = false
+    /// previewSign's signature, for the single credential an allowList
+    /// names (never part of a getNextAssertion sequence).
+    var previewSign: PreviewSignSigner?
 }
 
 extension Authenticator {
@@ -107,6 +110,10 @@ extension Authenticator {
             // §12.9: whether the credential was made as a payment credential,
             // false as well as true.
             outputs.append((ExtensionIdentifier.thirdPartyPayment, .boolean(credential.thirdPartyPayment)))
+        }
+        if let signer = request.previewSign {
+            let signature = try signing("signing for previewSign") { () throws(CryptoError) in try signer.signature() }
+            outputs.append((ExtensionIdentifier.previewSign, .intMap([(6, .bytes(signature))])))
         }
         return outputs.isEmpty ? nil : .textMap(outputs)
     }

@@ -82,7 +82,7 @@ public struct AuthenticatorConfiguration: Sendable {
         ctap2Enabled: Bool = true,
         residentKeys: Bool = true,
         largeBlobs: Bool = true,
-        enabledExtensions: Set<String> = Set(ExtensionIdentifier.supported),
+        enabledExtensions: Set<String> = Set(ExtensionIdentifier.offeredByDefault),
         builtInUserVerification: Bool = false,
         persistentPinUvAuthToken: Bool = true,
         enterpriseAttestationIdentity: AttestationIdentity? = nil,

@@ -1,5 +1,6 @@
 // The authenticator extensions latchkey implements (CTAP 2.1 §12; hmac-secret-mc
-// and thirdPartyPayment from CTAP 2.2): their request inputs, read strictly. Extensions latchkey
+// and thirdPartyPayment from CTAP 2.2, and the drafted previewSign,
+// PreviewSign.swift): their request inputs, read strictly. Extensions latchkey
 // does not know are ignored (§6.1.2 step 4, §6.2.2 step 4); a known one with a
 // value of the wrong type is a CBOR type error, as in any other parameter.
 
@@ -14,11 +15,18 @@ public enum ExtensionIdentifier {
     public static let largeBlobKey = "largeBlobKey"
     public static let minPinLength = "minPinLength"
     public static let thirdPartyPayment = "thirdPartyPayment"
+    /// The drafted WebAuthn sign extension, version 4 (PreviewSign.swift).
+    public static let previewSign = "previewSign"
 
     /// Every extension latchkey supports (getInfo 0x02).
     public static let supported = [
         credProtect, hmacSecret, hmacSecretMakeCredential, credBlob, largeBlobKey, minPinLength, thirdPartyPayment,
+        previewSign,
     ]
+
+    /// What a key offers unless configured otherwise: all but previewSign,
+    /// a draft that is off until a key is switched to it.
+    public static let offeredByDefault = supported.filter { $0 != previewSign }
 }
 
 /// credProtect levels (CTAP 2.1 §12.1).
@@ -88,6 +96,8 @@ public struct MakeCredentialExtensions: Sendable {
     public var minPinLength = false
     /// thirdPartyPayment: true makes a payment credential (CTAP 2.2 §12.9).
     public var thirdPartyPayment = false
+    /// previewSign: a signing key to generate with the credential.
+    public var previewSign: PreviewSignGenerateKeyInput?
 
     public init() {}
 
@@ -105,6 +115,7 @@ public struct MakeCredentialExtensions: Sendable {
         if !enabled.contains(ExtensionIdentifier.largeBlobKey) { inputs.largeBlobKey = nil }
         if !enabled.contains(ExtensionIdentifier.minPinLength) { inputs.minPinLength = false }
         if !enabled.contains(ExtensionIdentifier.thirdPartyPayment) { inputs.thirdPartyPayment = false }
+        if !enabled.contains(ExtensionIdentifier.previewSign) { inputs.previewSign = nil }
         return inputs
     }
 
@@ -132,6 +143,8 @@ public struct MakeCredentialExtensions: Sendable {
                 minPinLength = try entry.value.boolValue("minPinLength")
             case ExtensionIdentifier.thirdPartyPayment:
                 thirdPartyPayment = try entry.value.boolValue("thirdPartyPayment")
+            case ExtensionIdentifier.previewSign:
+                previewSign = try PreviewSignGenerateKeyInput(cbor: entry.value)
             default:
                 continue
             }
@@ -151,6 +164,8 @@ public struct GetAssertionExtensions: Sendable {
     /// thirdPartyPayment: true asks whether the credential is a payment
     /// credential (CTAP 2.2 §12.9).
     public var thirdPartyPayment = false
+    /// previewSign: data to sign with one of the credential's signing keys.
+    public var previewSign: PreviewSignSignInput?
 
     public init() {}
 
@@ -161,6 +176,7 @@ public struct GetAssertionExtensions: Sendable {
         if !enabled.contains(ExtensionIdentifier.credBlob) { inputs.credBlob = false }
         if !enabled.contains(ExtensionIdentifier.largeBlobKey) { inputs.largeBlobKey = nil }
         if !enabled.contains(ExtensionIdentifier.thirdPartyPayment) { inputs.thirdPartyPayment = false }
+        if !enabled.contains(ExtensionIdentifier.previewSign) { inputs.previewSign = nil }
         return inputs
     }
 
@@ -176,6 +192,8 @@ public struct GetAssertionExtensions: Sendable {
                 largeBlobKey = try entry.value.boolValue("largeBlobKey")
             case ExtensionIdentifier.thirdPartyPayment:
                 thirdPartyPayment = try entry.value.boolValue("thirdPartyPayment")
+            case ExtensionIdentifier.previewSign:
+                previewSign = try PreviewSignSignInput(cbor: entry.value)
             default:
                 continue
             }

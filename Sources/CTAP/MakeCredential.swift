@@ -62,6 +62,7 @@ public struct MakeCredentialRequest: Sendable {
 /// | 0x02 | authData | bytes |
 /// | 0x03 | attStmt  | map |
 /// | 0x05 | largeBlobKey | bytes, with the largeBlobKey extension |
+/// | 0x06 | unsignedExtensionOutputs | map, extension identifier to output (CTAP 2.2) |
 public struct MakeCredentialResponse: Sendable {
     public var fmt: String
     public var authData: [UInt8]
@@ -69,12 +70,16 @@ public struct MakeCredentialResponse: Sendable {
     public var largeBlobKey: [UInt8]?
     /// epAtt (0x04): true when the statement is an enterprise attestation.
     public var epAtt: Bool?
+    /// Extension outputs outside authenticatorData (previewSign's
+    /// attestation object).
+    public var unsignedExtensionOutputs: [(String, CBORValue)] = []
 
     /// Appends the response map.
     public func encode(into out: inout [UInt8]) {
         var entries: [(Int, CBORValue)] = [(0x01, .text(fmt)), (0x02, .bytes(authData)), (0x03, attStmt)]
         if let epAtt { entries.append((0x04, .boolean(epAtt))) }
         if let largeBlobKey { entries.append((0x05, .bytes(largeBlobKey))) }
+        if !unsignedExtensionOutputs.isEmpty { entries.append((0x06, .textMap(unsignedExtensionOutputs))) }
         CBORValue.intMap(entries).encode(into: &out)
     }
 }

@@ -116,6 +116,30 @@ public final class P256PrivateKey: @unchecked Sendable {
         try key.sign(message, digest: EVP_sha256())
     }
 
+    /// An ECDSA signature over `digest`, a SHA-256 digest another party
+    /// computed (the split signing algorithms of
+    /// draft-lundberg-cose-two-party-signing-algs, ESP256-split): the digest
+    /// is signed as it is, not hashed again, so the signature verifies as
+    /// ECDSA with SHA-256 over the message the digest was made from.
+    /// Throws `.invalidKey` for a digest that is not 32 bytes.
+    public func signature(forDigest digest: [UInt8]) throws(CryptoError) -> [UInt8] {
+        guard digest.count == SHA256.byteCount else {
+            throw CryptoError(.invalidKey, "a SHA-256 digest is 32 bytes, got \(digest.count)")
+        }
+        let context = try key.makeContext()
+        guard EVP_PKEY_sign_init(context.pointer) == 1 else { throw .openSSL("EVP_PKEY_sign_init") }
+        var length = 0
+        guard EVP_PKEY_sign(context.pointer, nil, &length, digest, digest.count) == 1 else {
+            throw .openSSL("EVP_PKEY_sign")
+        }
+        var signature = [UInt8](repeating: 0, count: length)
+        guard EVP_PKEY_sign(context.pointer, &signature, &length, digest, digest.count) == 1 else {
+            throw .openSSL("EVP_PKEY_sign")
+        }
+        signature.removeSubrange(length...)
+        return signature
+    }
+
     /// The ECDH shared secret with `peer`: the 32-byte x coordinate of the
     /// shared point, as CTAP 2.1 §6.5.6 (PIN/UV auth protocol 1) calls Z.
     public func sharedSecret(with peer: P256PublicKey) throws(CryptoError) -> [UInt8] {

@@ -64,6 +64,7 @@ struct CreateKeyRequest: Encodable {
     var hasPrf: Bool?
     var hasThirdPartyPayment: Bool?
     var hasPersistentToken: Bool?
+    var hasPreviewSign: Bool?
     var hasEnterpriseAttestation: Bool?
     var enterpriseAttestationRpIds: [String]?
     /// IANA names ("ES256", "RS256", ...), in preference order.

@@ -87,7 +87,8 @@ def test_default_key_options(control, make_key):
     assert doc["options"] == {
         "protocol": "ctap2.1", "hasResidentKey": True, "hasUserVerification": False, "isUserVerified": False,
         "hasLargeBlob": True, "hasCredBlob": True, "hasMinPinLength": True, "hasPrf": True,
-        "hasThirdPartyPayment": True, "hasPersistentToken": True, "hasEnterpriseAttestation": False,
+        "hasThirdPartyPayment": True, "hasPersistentToken": True, "hasPreviewSign": False,
+        "hasEnterpriseAttestation": False,
         "enterpriseAttestationRpIds": [],
         "algorithms": ["ES256", "EdDSA", "ES384", "RS256", "ES512", "PS256", "ES256K", "ESP256", "ESP384", "ESP512",
                        "Ed25519", "ML-DSA-65", "ML-DSA-87"],
@@ -274,7 +275,7 @@ def test_credential_get_and_clear(usb, control, key, events):
 OPTION_CASES = [
     ({}, dict(rk=True, uv=None, large_blobs=True,
               extensions={"credBlob", "largeBlobKey", "minPinLength", "hmac-secret", "credProtect",
-                          "thirdPartyPayment"})),
+                          "thirdPartyPayment"}, missing={"previewSign"})),
     ({"hasResidentKey": False}, dict(rk=False)),
     ({"hasUserVerification": True}, dict(uv=True)),
     ({"hasLargeBlob": False}, dict(large_blobs=None, missing={"largeBlobKey"})),
@@ -282,6 +283,7 @@ OPTION_CASES = [
     ({"hasMinPinLength": False}, dict(missing={"minPinLength"})),
     ({"hasPrf": False}, dict(missing={"hmac-secret", "hmac-secret-mc"})),
     ({"hasThirdPartyPayment": False}, dict(missing={"thirdPartyPayment"})),
+    ({"hasPreviewSign": True}, dict(extensions={"previewSign"})),
     ({"hasEnterpriseAttestation": True}, dict(ep=False)),
 ]
 
@@ -540,7 +542,8 @@ def test_latchkeyctl_creates_keys_with_options(latchkeyctl, control):
         assert json.loads(made.stdout)["options"] == {
             "protocol": "u2f-only", "hasResidentKey": False, "hasUserVerification": True, "isUserVerified": True,
             "hasLargeBlob": True, "hasCredBlob": True, "hasMinPinLength": True, "hasPrf": False,
-            "hasThirdPartyPayment": True, "hasPersistentToken": True, "hasEnterpriseAttestation": False,
+            "hasThirdPartyPayment": True, "hasPersistentToken": True, "hasPreviewSign": False,
+        "hasEnterpriseAttestation": False,
             "enterpriseAttestationRpIds": [],
             "algorithms": ["ES256", "EdDSA", "ES384", "RS256", "ES512", "PS256", "ES256K", "ESP256", "ESP384",
                            "ESP512", "Ed25519", "ML-DSA-65", "ML-DSA-87"],

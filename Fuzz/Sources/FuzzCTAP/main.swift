@@ -25,7 +25,9 @@ let authenticator: Authenticator = {
     return try! Authenticator(
         configuration: AuthenticatorConfiguration(
             aaguid: aaguid, attestation: .batch, attestationIdentity: identity, algorithms: algorithms,
-            maxDiscoverableCredentials: 64
+            maxDiscoverableCredentials: 64,
+            // Every extension, those off by default (previewSign) too.
+            enabledExtensions: Set(ExtensionIdentifier.supported)
         ),
         store: MemoryCredentialStore(), presence: presence, clock: clock, entropy: entropy
     )

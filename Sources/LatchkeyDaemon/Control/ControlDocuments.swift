@@ -52,6 +52,8 @@ public struct KeyOptionsDocument: Codable, Sendable, Equatable {
     public var hasThirdPartyPayment: Bool
     /// The persistent pinUvAuthToken (CTAP 2.2 perCredMgmtRO).
     public var hasPersistentToken: Bool
+    /// The drafted previewSign extension (WebAuthn sign v4, with ARKG).
+    public var hasPreviewSign: Bool
     /// Enterprise attestation capable (getInfo ep).
     public var hasEnterpriseAttestation: Bool
     /// The RP IDs vendor-facilitated enterprise attestation serves.
@@ -72,6 +74,7 @@ public struct KeyOptionsDocument: Codable, Sendable, Equatable {
         hasPrf = key.prf
         hasThirdPartyPayment = key.thirdPartyPayment
         hasPersistentToken = key.persistentPinUvAuthToken
+        hasPreviewSign = key.previewSign
         hasEnterpriseAttestation = key.enterpriseAttestation
         enterpriseAttestationRpIds = key.enterpriseAttestationRpIds
         algorithms = key.algorithms.map(\.name)
@@ -117,6 +120,7 @@ public struct CreateKeyRequest: Codable, Sendable {
     public var hasPrf: Bool?
     public var hasThirdPartyPayment: Bool?
     public var hasPersistentToken: Bool?
+    public var hasPreviewSign: Bool?
     public var hasEnterpriseAttestation: Bool?
     public var enterpriseAttestationRpIds: [String]?
     /// The credential algorithms to offer, in preference order: IANA names

@@ -140,6 +140,7 @@ actor KeyManager {
         if let value = request.hasMinPinLength { key.minPinLength = value }
         if let value = request.hasThirdPartyPayment { key.thirdPartyPayment = value }
         if let value = request.hasPersistentToken { key.persistentPinUvAuthToken = value }
+        if let value = request.hasPreviewSign { key.previewSign = value }
         if let value = request.hasEnterpriseAttestation { key.enterpriseAttestation = value }
         if let value = request.enterpriseAttestationRpIds { key.enterpriseAttestationRpIds = value }
         if let value = request.hasPrf { key.prf = value }

@@ -137,6 +137,7 @@ public final class VirtualKey: Sendable {
             extensions.remove(ExtensionIdentifier.hmacSecretMakeCredential)
         }
         if !key.thirdPartyPayment { extensions.remove(ExtensionIdentifier.thirdPartyPayment) }
+        if !key.previewSign { extensions.remove(ExtensionIdentifier.previewSign) }
         engine.enabledExtensions = extensions
         engine.persistentPinUvAuthToken = key.persistentPinUvAuthToken
         engine.enterpriseAttestationRpIds = Set(key.enterpriseAttestationRpIds)

@@ -78,6 +78,10 @@ public struct KeyConfiguration: Sendable, Equatable {
     /// The persistent pinUvAuthToken (CTAP 2.2 perCredMgmtRO, getInfo
     /// encIdentifier and encCredStoreState), on as on a YubiKey 5.7+.
     public var persistentPinUvAuthToken = true
+    /// The drafted previewSign extension (the WebAuthn sign extension v4,
+    /// with ARKG): off by default, as a draft whose identifiers are still
+    /// placeholders.
+    public var previewSign = false
     /// Enterprise attestation (CTAP 2.1 §7.1): off by default; on, the key
     /// gets a certificate of its own and getInfo's ep (false until
     /// authenticatorConfig enables it).
@@ -240,6 +244,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
         # prf = true                # hmac-secret and hmac-secret-mc (WebAuthn PRF)
         # third-party-payment = true  # the thirdPartyPayment extension (CTAP 2.2)
         # persistent-token = true   # perCredMgmtRO: a read-only credential management token that lasts
+        # preview-sign = false      # the drafted previewSign extension (WebAuthn sign v4, ARKG)
         # enterprise-attestation = false  # ep: a certificate naming this key, once authenticatorConfig enables it
         # enterprise-attestation-rp-ids = ["corp.example"]  # RP IDs for vendor-facilitated enterprise attestation
         # algorithms = ["ES256", "EdDSA", "ES384", "RS256", "ES512", "PS256", "ES256K", "ESP256", "ESP384", "ESP512", "Ed25519", "ML-DSA-65", "ML-DSA-87"]
@@ -446,6 +451,7 @@ struct TableReader {
         if let value = try bool("prf") { key.prf = value }
         if let value = try bool("third-party-payment") { key.thirdPartyPayment = value }
         if let value = try bool("persistent-token") { key.persistentPinUvAuthToken = value }
+        if let value = try bool("preview-sign") { key.previewSign = value }
         if let value = try bool("enterprise-attestation") { key.enterpriseAttestation = value }
         if let value = try strings("enterprise-attestation-rp-ids") { key.enterpriseAttestationRpIds = value }
         if let value = value("algorithms") {

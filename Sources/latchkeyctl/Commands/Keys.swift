@@ -118,6 +118,12 @@ struct Keys: ParsableCommand {
         )
         var persistentToken: Bool?
 
+        @Flag(
+            inversion: .prefixedNo,
+            help: "Offer the drafted previewSign extension, WebAuthn sign v4 with ARKG (default: no)."
+        )
+        var previewSign: Bool?
+
         @Flag(inversion: .prefixedNo, help: "Offer enterprise attestation, getInfo's ep (default: no).")
         var enterpriseAttestation: Bool?
 
@@ -167,6 +173,7 @@ struct Keys: ParsableCommand {
             body.hasPrf = prf
             body.hasThirdPartyPayment = thirdPartyPayment
             body.hasPersistentToken = persistentToken
+            body.hasPreviewSign = previewSign
             body.hasEnterpriseAttestation = enterpriseAttestation
             if !epRpIds.isEmpty { body.enterpriseAttestationRpIds = epRpIds }
             if !algorithmLists.isEmpty { body.algorithms = algorithms }
