@@ -8,7 +8,9 @@ extension Authenticator {
     // MARK: - authenticatorMakeCredential (CTAP 2.1 §6.1.2)
 
     func makeCredential(_ cbor: CBORValue) async throws(CTAPStatus) -> MakeCredentialResponse {
-        let request = try reading { () throws(CBORError) in try MakeCredentialRequest(cbor: cbor) }
+        let request = try reading { () throws(CBORError) in
+            try MakeCredentialRequest(cbor: cbor, offering: configuration.enabledExtensions)
+        }
         guard request.clientDataHash.count == 32 else { throw .invalidLength }
         // A user handle is 1 to 64 bytes (WebAuthn §5.4.3, CTAP 2.1 §6.1); an
         // empty one breaks platforms at getAssertion (w3c/webauthn#1536), so it
@@ -36,7 +38,7 @@ extension Authenticator {
         if builtInUv, !configuration.builtInUserVerification { throw .invalidOption }
         let discoverable = request.options.rk ?? false
         if discoverable, !configuration.residentKeys { throw .unsupportedOption }
-        let extensions = request.extensions.offered(configuration.enabledExtensions)
+        let extensions = request.extensions
         // §12.3: largeBlobKey's only value is true.
         if extensions.largeBlobKey == false { throw .invalidOption }
         let previewSign = try extensions.previewSign.map { input throws(CTAPStatus) in
@@ -284,7 +286,9 @@ extension Authenticator {
     // MARK: - authenticatorGetAssertion (CTAP 2.1 §6.2.2)
 
     func getAssertion(_ cbor: CBORValue, from origin: RequestOrigin) async throws(CTAPStatus) -> GetAssertionResponse {
-        let request = try reading { () throws(CBORError) in try GetAssertionRequest(cbor: cbor) }
+        let request = try reading { () throws(CBORError) in
+            try GetAssertionRequest(cbor: cbor, offering: configuration.enabledExtensions)
+        }
         guard request.clientDataHash.count == 32 else { throw .invalidLength }
 
         // Steps 1–2: touch probe and pinUvAuthProtocol.
@@ -299,7 +303,7 @@ extension Authenticator {
         var builtInUv = request.pinUvAuthParam == nil && request.options.uv == true
         if builtInUv, !configuration.builtInUserVerification { throw .invalidOption }
         var userPresence = request.options.up ?? true
-        let requested = request.extensions.offered(configuration.enabledExtensions)
+        let requested = request.extensions
         if requested.largeBlobKey == false { throw .invalidOption }
         // hmac-secret is bound to a touch: a silent assertion cannot carry it
         // (as OpenSK answers).

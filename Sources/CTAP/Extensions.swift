@@ -1,8 +1,9 @@
 // The authenticator extensions latchkey implements (CTAP 2.1 §12; hmac-secret-mc
 // and thirdPartyPayment from CTAP 2.2, and the drafted previewSign,
-// PreviewSign.swift): their request inputs, read strictly. Extensions latchkey
-// does not know are ignored (§6.1.2 step 4, §6.2.2 step 4); a known one with a
-// value of the wrong type is a CBOR type error, as in any other parameter.
+// PreviewSign.swift): their request inputs, read strictly. Extensions the key
+// does not offer (unknown to latchkey, or switched off for this key) are ignored
+// unread (§6.1.2 step 4, §6.2.2 step 4); an offered one with a value of the
+// wrong type is a CBOR type error, as in any other parameter.
 
 public import CBOR
 
@@ -27,6 +28,10 @@ public enum ExtensionIdentifier {
     /// What a key offers unless configured otherwise: all but previewSign,
     /// a draft that is off until a key is switched to it.
     public static let offeredByDefault = supported.filter { $0 != previewSign }
+
+    /// Every supported identifier, as a set: what a request is read against
+    /// when no key's configuration narrows it.
+    public static let all = Set(supported)
 }
 
 /// credProtect levels (CTAP 2.1 §12.1).
@@ -101,27 +106,12 @@ public struct MakeCredentialExtensions: Sendable {
 
     public init() {}
 
-    /// These inputs without those of extensions the key does not offer: a
-    /// key configured without an extension ignores it, as one that never
-    /// knew it would (§6.1.2 step 4).
-    func offered(_ enabled: Set<String>) -> Self {
-        var inputs = self
-        if !enabled.contains(ExtensionIdentifier.credProtect) { inputs.credProtect = nil }
-        if !enabled.contains(ExtensionIdentifier.hmacSecret) { inputs.hmacSecret = false }
-        if !enabled.contains(ExtensionIdentifier.hmacSecretMakeCredential) || !inputs.hmacSecret {
-            inputs.hmacSecretMakeCredential = nil
-        }
-        if !enabled.contains(ExtensionIdentifier.credBlob) { inputs.credBlob = nil }
-        if !enabled.contains(ExtensionIdentifier.largeBlobKey) { inputs.largeBlobKey = nil }
-        if !enabled.contains(ExtensionIdentifier.minPinLength) { inputs.minPinLength = false }
-        if !enabled.contains(ExtensionIdentifier.thirdPartyPayment) { inputs.thirdPartyPayment = false }
-        if !enabled.contains(ExtensionIdentifier.previewSign) { inputs.previewSign = nil }
-        return inputs
-    }
-
-    init(entries: [CBORMapEntry]) throws(CBORError) {
+    /// Reads the inputs of the extensions in `offered`; a key configured
+    /// without an extension ignores it unread, as one that never knew it
+    /// would (§6.1.2 step 4).
+    init(entries: [CBORMapEntry], offered: Set<String>) throws(CBORError) {
         for entry in entries {
-            guard case .text(let identifier) = entry.key else { continue }
+            guard case .text(let identifier) = entry.key, offered.contains(identifier) else { continue }
             switch identifier {
             case ExtensionIdentifier.credProtect:
                 let level = try entry.value.unsignedValue("credProtect")
@@ -149,6 +139,9 @@ public struct MakeCredentialExtensions: Sendable {
                 continue
             }
         }
+        // hmac-secret-mc rides on hmac-secret: without it there is no
+        // CredRandom to evaluate (CTAP 2.2 §12.7).
+        if !hmacSecret { hmacSecretMakeCredential = nil }
     }
 }
 
@@ -169,20 +162,11 @@ public struct GetAssertionExtensions: Sendable {
 
     public init() {}
 
-    /// These inputs without those of extensions the key does not offer.
-    func offered(_ enabled: Set<String>) -> Self {
-        var inputs = self
-        if !enabled.contains(ExtensionIdentifier.hmacSecret) { inputs.hmacSecret = nil }
-        if !enabled.contains(ExtensionIdentifier.credBlob) { inputs.credBlob = false }
-        if !enabled.contains(ExtensionIdentifier.largeBlobKey) { inputs.largeBlobKey = nil }
-        if !enabled.contains(ExtensionIdentifier.thirdPartyPayment) { inputs.thirdPartyPayment = false }
-        if !enabled.contains(ExtensionIdentifier.previewSign) { inputs.previewSign = nil }
-        return inputs
-    }
-
-    init(entries: [CBORMapEntry]) throws(CBORError) {
+    /// Reads the inputs of the extensions in `offered`; others are ignored
+    /// unread (§6.2.2 step 4).
+    init(entries: [CBORMapEntry], offered: Set<String>) throws(CBORError) {
         for entry in entries {
-            guard case .text(let identifier) = entry.key else { continue }
+            guard case .text(let identifier) = entry.key, offered.contains(identifier) else { continue }
             switch identifier {
             case ExtensionIdentifier.hmacSecret:
                 hmacSecret = try HmacSecretInput(cbor: entry.value, "hmac-secret")

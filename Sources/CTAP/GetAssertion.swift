@@ -23,13 +23,16 @@ public struct GetAssertionRequest: Sendable {
     public var pinUvAuthParam: [UInt8]?
     public var pinUvAuthProtocol: UInt64?
 
-    /// Reads the request map.
-    public init(cbor: CBORValue) throws(CBORError) {
+    /// Reads the request map, and the inputs of the extensions in
+    /// `extensions` only.
+    public init(cbor: CBORValue, offering extensions: Set<String> = ExtensionIdentifier.all) throws(CBORError) {
         let map = try cbor.mapValue("getAssertion parameters")
         rpId = try map.required(0x01, "rpId").textValue("rpId")
         clientDataHash = try map.required(0x02, "clientDataHash").bytesValue("clientDataHash")
         allowList = try map[int: 0x03].map { list throws(CBORError) in try descriptors(list, "allowList") } ?? []
-        extensions = try GetAssertionExtensions(entries: map[int: 0x04]?.mapValue("extensions").entries ?? [])
+        self.extensions = try GetAssertionExtensions(
+            entries: map[int: 0x04]?.mapValue("extensions").entries ?? [], offered: extensions
+        )
         options = try AuthenticatorOptions(cbor: map[int: 0x05])
         pinUvAuthParam = try map[int: 0x06]?.bytesValue("pinUvAuthParam")
         pinUvAuthProtocol = try map[int: 0x07]?.unsignedValue("pinUvAuthProtocol")

@@ -32,8 +32,9 @@ public struct MakeCredentialRequest: Sendable {
     public var attestationFormatsPreference: [String]?
 
     /// Reads the request map; a missing required key or a value of the wrong
-    /// type throws.
-    public init(cbor: CBORValue) throws(CBORError) {
+    /// type throws. Only the inputs of the extensions in `extensions` (the
+    /// key's offered set) are read; the rest are ignored unread.
+    public init(cbor: CBORValue, offering extensions: Set<String> = ExtensionIdentifier.all) throws(CBORError) {
         let map = try cbor.mapValue("makeCredential parameters")
         clientDataHash = try map.required(0x01, "clientDataHash").bytesValue("clientDataHash")
         rp = try RelyingPartyEntity(cbor: map.required(0x02, "rp"))
@@ -44,7 +45,9 @@ public struct MakeCredentialRequest: Sendable {
         }
         pubKeyCredParams = parameters
         excludeList = try map[int: 0x05].map { list throws(CBORError) in try descriptors(list, "excludeList") } ?? []
-        extensions = try MakeCredentialExtensions(entries: map[int: 0x06]?.mapValue("extensions").entries ?? [])
+        self.extensions = try MakeCredentialExtensions(
+            entries: map[int: 0x06]?.mapValue("extensions").entries ?? [], offered: extensions
+        )
         options = try AuthenticatorOptions(cbor: map[int: 0x07])
         pinUvAuthParam = try map[int: 0x08]?.bytesValue("pinUvAuthParam")
         pinUvAuthProtocol = try map[int: 0x09]?.unsignedValue("pinUvAuthProtocol")

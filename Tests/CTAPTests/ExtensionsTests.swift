@@ -437,6 +437,36 @@ struct ExtensionsTests {
         #expect(try await key.send(.getAssertion, get.cbor).0 == .cborUnexpectedType)
     }
 
+    @Test(
+        "an extension the key does not offer is ignored unread: a malformed input for it is no error",
+        arguments: ExtensionIdentifier.supported
+    )
+    func switchedOffExtensionIgnoredUnread(identifier: String) async throws {
+        let key = TestKey { $0.enabledExtensions = Set(ExtensionIdentifier.supported).subtracting([identifier]) }
+        // A text string is the wrong type for every extension's input.
+        let malformed: CBORValue = "not an input"
+        var create = MakeCredentialBuilder(rk: true)
+        create.extensions = [(identifier, malformed)]
+        let made = try await key.makeCredential(create)
+        #expect(made.extensions == nil, "nothing is answered for an extension the key does not offer")
+        var get = GetAssertionBuilder()
+        get.allowList = [made.credentialId]
+        get.extensions = [(identifier, malformed)]
+        #expect(try await key.send(.getAssertion, get.cbor).0 == .ok)
+
+        // Offered, the same input is a CBOR type error (getAssertion reads
+        // only the extensions it defines inputs for).
+        let offering = TestKey { $0.enabledExtensions = Set(ExtensionIdentifier.supported) }
+        #expect(try await offering.send(.makeCredential, create.cbor).0 == .cborUnexpectedType)
+        let readByGetAssertion: Set = [
+            ExtensionIdentifier.hmacSecret, ExtensionIdentifier.credBlob, ExtensionIdentifier.largeBlobKey,
+            ExtensionIdentifier.thirdPartyPayment, ExtensionIdentifier.previewSign,
+        ]
+        if readByGetAssertion.contains(identifier) {
+            #expect(try await offering.send(.getAssertion, get.cbor).0 == .cborUnexpectedType)
+        }
+    }
+
     // MARK: Credential IDs
 
     @Test("a version-1 credential ID (issued before extensions) still asserts")
