@@ -139,6 +139,43 @@ func single(daemon binary: String, iterations: Int) throws {
     print("(PING: \(CTAPHIDConstants.reportSize)-byte reports, as many each way as the operation's two counts share, rounded up)")
 }
 
+// MARK: quiet
+
+/// What giving memory back costs the next request: a getAssertion's round trip while the
+/// daemon is busy (back to back), beside the first one after it has been quiet long enough
+/// to give its unused pages back (Service/ResidentMemory.swift), and the RSS at both.
+func quiet(daemon binary: String, rounds: Int) throws {
+    let directory = try ScratchDirectory("load-quiet")
+    let daemon = try startDaemon(binary, keys: 1, in: directory)
+    defer { try? daemon.stop() }
+    let (host, clients) = try attach(daemon, busid: DaemonProcess.busid, rpIds: ["quiet.example"])
+    _ = host
+    let client = clients[0]
+    var timer = Timer()
+    try client.makeCredential(user: [1], residentKey: false, timer: &timer)
+    let allowList = [client.credentials[0]]
+    var busy: [UInt64] = []
+    var first: [UInt64] = []
+    var busyRSS: [Double] = []
+    var quietRSS: [Double] = []
+    for _ in 0..<rounds {
+        for _ in 0..<200 {
+            try client.getAssertion(allowList: allowList, timer: &timer)
+            busy.append(timer.nanoseconds)
+        }
+        busyRSS.append(residentMegabytes(daemon))
+        pause(seconds: 8)
+        quietRSS.append(residentMegabytes(daemon))
+        try client.getAssertion(allowList: allowList, timer: &timer)
+        first.append(timer.nanoseconds)
+    }
+    print("latchkey-load quiet: \(rounds) rounds of 200 getAssertions back to back, then 8 s without a request")
+    print("getAssertion (allowList) round trip, median: \(microseconds(median(busy))) µs busy, "
+        + "\(microseconds(median(first))) µs first after the quiet (max \(microseconds(Double(first.max() ?? 0))) µs)")
+    let mean = { (values: [Double]) in values.reduce(0, +) / Double(values.count) }
+    print(String(format: "RSS, mean of the rounds: %.1f MB busy, %.1f MB quiet", mean(busyRSS), mean(quietRSS)))
+}
+
 // MARK: load
 
 /// 4 clients on keys of their own and 2 channels sharing a fifth key, each running the mix
@@ -155,7 +192,10 @@ func load(daemon binary: String, operations: Int) throws {
         try client.makeCredential(user: [0], residentKey: false, timer: &untimed)
         for user: UInt8 in [1, 2] { try client.makeCredential(user: [user], residentKey: true, timer: &untimed) }
     }
-    pause(seconds: 2)
+    // latchkeyd gives back unused pages after 3 to 6 s without a request
+    // (Service/ResidentMemory.swift): the figures before and 10 s after are those of a
+    // quiet daemon, the one right after those of a busy one.
+    pause(seconds: 8)
     let before = residentMegabytes(daemon)
     // The mix, in turn: 1 makeCredential, 1 discoverable makeCredential (two users in turn,
     // each replacing its credential), 4 getAssertions with an allowList, 1 discoverable
@@ -217,7 +257,7 @@ func load(daemon binary: String, operations: Int) throws {
     let after = residentMegabytes(daemon)
     let problems = failures.withLock { $0 }
     guard problems.isEmpty else { throw BenchFailure(problems.joined(separator: "; ")) }
-    pause(seconds: 5)
+    pause(seconds: 10)
     let settled = residentMegabytes(daemon)
     let histograms = results.withLock { $0 }
     var all = Histogram<UInt64>(highestTrackableValue: 60_000_000)
@@ -234,7 +274,7 @@ func load(daemon binary: String, operations: Int) throws {
     let where_ = byKey.withLock { $0 }
     if let alone = where_[false] { print(row("all, clients alone on a key", alone)) }
     if let sharing = where_[true] { print(row("all, the two sharing a key", sharing)) }
-    print(String(format: "RSS: %.1f MB before, %.1f MB after, %.1f MB 5 s later", before, after, settled))
+    print(String(format: "RSS: %.1f MB before, %.1f MB right after, %.1f MB 10 s later", before, after, settled))
     withExtendedLifetime(hosts) {}
 }
 

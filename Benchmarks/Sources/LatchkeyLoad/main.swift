@@ -11,6 +11,8 @@
 //   latchkey-load isolation [OPERATIONS]
 //                                      getAssertions on one key, alone and while two other
 //                                      keys register discoverable credentials (disk writes)
+//   latchkey-load quiet [ROUNDS]       a getAssertion's round trip while busy and first after
+//                                      8 s quiet (the daemon gives unused pages back), RSS at both
 //   latchkey-load scale [CREDENTIALS]  getAssertion (allowList and discoverable) and
 //                                      discoverable makeCredential with 10 and with
 //                                      CREDENTIALS discoverable credentials stored
@@ -25,10 +27,10 @@ import Histogram
 import LatchkeyBenchSupport
 
 let arguments = Array(CommandLine.arguments.dropFirst())
-let usage = "usage: latchkey-load single [ITERATIONS] | load [OPERATIONS] | isolation [OPERATIONS] | scale [CREDENTIALS]"
+let usage = "usage: latchkey-load single [ITERATIONS] | load [OPERATIONS] | isolation [OPERATIONS] | quiet [ROUNDS] | scale [CREDENTIALS]"
 guard let mode = arguments.first, arguments.count <= 2,
     let count = arguments.count == 2 ? Int(arguments[1]) : [
-        "single": 1000, "load": 10_005, "isolation": 2000, "scale": 10_000,
+        "single": 1000, "load": 10_005, "isolation": 2000, "quiet": 5, "scale": 10_000,
     ][mode], count > 0
 else {
     printError(usage)
@@ -44,6 +46,7 @@ do {
     case "single": try single(daemon: daemon, iterations: count)
     case "load": try load(daemon: daemon, operations: count)
     case "isolation": try isolation(daemon: daemon, operations: count)
+    case "quiet": try quiet(daemon: daemon, rounds: count)
     case "scale": try scale(daemon: daemon, credentials: count)
     default:
         printError(usage)

@@ -226,6 +226,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         let part = unwrapInboundIn(data)
         switch part {
         case .head(let head):
+            DaemonActivity.note()
             connection.awaitingHead = false
             bodyBytes = 0
             answered = false

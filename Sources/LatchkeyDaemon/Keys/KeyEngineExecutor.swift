@@ -25,6 +25,7 @@ final class KeyEngineExecutor: TaskExecutor {
     }
 
     func enqueue(_ job: consuming ExecutorJob) {
+        DaemonActivity.note()
         let job = UnownedJob(job)
         let executor = asUnownedTaskExecutor()
         queue.async { job.runSynchronously(on: executor) }

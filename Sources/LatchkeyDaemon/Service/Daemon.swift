@@ -61,11 +61,12 @@ public struct Daemon: Sendable {
             stateDirectory: configuration.stateDirectory, listening: listening, logger: logger
         ).application()
         let readiness = ReadinessService(manager: manager, listening: listening, logger: logger)
+        let memory = MemoryReleaseService(listening: listening, logger: logger)
         let group = ServiceGroup(
             configuration: .init(
                 // Last, so that its graceful shutdown runs first and ends the open event streams.
                 services: [
-                    .init(service: control), .init(service: readiness),
+                    .init(service: control), .init(service: readiness), .init(service: memory),
                     .init(service: EventStreamCloser(events: events)),
                 ],
                 gracefulShutdownSignals: [.sigterm, .sigint],
