@@ -48,6 +48,13 @@ func residentMegabytes(_ daemon: DaemonProcess) -> Double {
     return kB / 1000
 }
 
+/// The CPU time this process has had, in nanoseconds.
+func ownCPUNanoseconds() -> UInt64 {
+    var time = timespec()
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time)
+    return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+}
+
 /// The CPU time the daemon's threads have had, in nanoseconds (the first field of each
 /// thread's /proc schedstat; a thread that has exited no longer counts).
 func daemonCPUNanoseconds(_ daemon: DaemonProcess) -> UInt64 {
@@ -209,6 +216,8 @@ func load(daemon binary: String, operations: Int) throws {
     let byKey = Mutex<[Bool: Histogram<UInt64>]>([:])
     let failures = Mutex<[String]>([])
     let group = DispatchGroup()
+    let daemonCPUBefore = daemonCPUNanoseconds(daemon)
+    let ownCPUBefore = ownCPUNanoseconds()
     let started = DispatchTime.now().uptimeNanoseconds
     for (index, client) in clients.enumerated() {
         let share = operations / clients.count + (index < operations % clients.count ? 1 : 0)
@@ -254,6 +263,8 @@ func load(daemon binary: String, operations: Int) throws {
     }
     group.wait()
     let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+    let daemonCPU = Double(daemonCPUNanoseconds(daemon) - daemonCPUBefore) / 1e9
+    let ownCPU = Double(ownCPUNanoseconds() - ownCPUBefore) / 1e9
     let after = residentMegabytes(daemon)
     let problems = failures.withLock { $0 }
     guard problems.isEmpty else { throw BenchFailure(problems.joined(separator: "; ")) }
@@ -265,6 +276,11 @@ func load(daemon binary: String, operations: Int) throws {
     let busy = clients.map(\.channel.busyAnswers).reduce(0, +)
     print("latchkey-load load: \(all.totalCount) operations, 6 clients (4 keys with one, 1 key with two channels), every signature verified")
     print(String(format: "%.1f s, %.0f operations/s; CHANNEL_BUSY answers retried: %d", seconds, Double(all.totalCount) / seconds, busy))
+    print(String(
+        format: "CPU: latchkeyd %.1f s (%.0f µs an operation), this load generator %.1f s; %.0f%% of the machine's %d cores",
+        daemonCPU, daemonCPU / Double(all.totalCount) * 1e6, ownCPU,
+        (daemonCPU + ownCPU) / seconds / Double(ProcessInfo.processInfo.activeProcessorCount) * 100,
+        ProcessInfo.processInfo.activeProcessorCount))
     print("operation                    count    p50    p90    p99    max   (ms)")
     for operation in Operation.allCases {
         guard let histogram = histograms[operation] else { continue }
