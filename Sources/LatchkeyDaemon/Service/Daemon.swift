@@ -137,7 +137,7 @@ struct DaemonLock: ~Copyable {
 
 /// A one-shot signal: `wait()` returns once `open()` has been called.
 actor Latch {
-    private var isOpen = false
+    private(set) var isOpen = false
     private var waiters: [CheckedContinuation<Void, Never>] = []
 
     func open() {

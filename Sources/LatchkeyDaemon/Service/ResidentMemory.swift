@@ -50,14 +50,15 @@ struct MemoryReleaseService: Service {
     var interval: Duration = .seconds(3)
 
     func run() async throws {
-        await listening.wait()
+        // Polls the latch rather than waiting on it, so that a daemon stopping
+        // before it ever listened still ends this service.
         await cancelWhenGracefulShutdown {
             var releasedAt: Int? = nil
             var seen = DaemonActivity.count
             while !Task.isCancelled {
                 try? await Task.sleep(for: interval)
                 let now = DaemonActivity.count
-                if now == seen, now != releasedAt {
+                if now == seen, now != releasedAt, await listening.isOpen {
                     // Logged at debug only: a log line faults in pages of its own.
                     if let (before, after) = ResidentMemory.release() {
                         logger.debug("gave back unused pages", metadata: ["rssKB": "\(before) -> \(after)"])
