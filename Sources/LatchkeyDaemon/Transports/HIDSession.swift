@@ -18,11 +18,33 @@
 // beside it in a slow VM) may hold a continuation packet in its queue past
 // the continuation timeout; the packet came in time, so it must count, and the
 // timer expires no deadline while reports wait to be received.
+//
+// The session runs on the executor its transport gives it. USB/IP gives its
+// connection's event loop, and receives each report there synchronously
+// (`assumeIsolated`): no hop to another thread per report, and the engine's
+// answer comes back to the thread that writes it. A transport that gives none
+// (uhid, tests) gets a serial queue of the session's own.
 
 import CTAP
 import CTAPHID
+import Dispatch
 import Logging
 import Synchronization
+
+/// A serial queue as an actor's executor.
+final class SerialQueueExecutor: SerialExecutor {
+    private let queue: DispatchQueue
+
+    init(label: String) {
+        queue = DispatchQueue(label: label)
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let executor = asUnownedSerialExecutor()
+        queue.async { job.runSynchronously(on: executor) }
+    }
+}
 
 /// Monotonic milliseconds since the daemon started (Swift's ContinuousClock),
 /// shared by the HID state machines and the authenticators.
@@ -89,11 +111,16 @@ public actor HIDSession {
     /// Reports the transport has taken in (``arrival()``) and not yet handed
     /// over (``receive(_:arrivedAt:)``).
     private let queued = Atomic<Int>(0)
+    /// Where the session runs (see the top of this file).
+    private nonisolated let executor: any SerialExecutor
+
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
     /// A session that sends its input reports through `send`. `capabilities`
     /// are CTAPHID_INIT's flags (a U2F-only key leaves out CBOR); `hooks`
     /// bring the key's CI overrides; the engine's tasks run on `engineExecutor`
-    /// (nil: Swift's global executor).
+    /// (nil: Swift's global executor), the session itself on `executor` (nil:
+    /// a serial queue of its own).
     public init(
         authenticator: Authenticator,
         presence: PresenceBroker?,
@@ -101,8 +128,10 @@ public actor HIDSession {
         capabilities: UInt8 = CTAPHIDConstants.capabilityWink | CTAPHIDConstants.capabilityCBOR,
         hooks: SessionHooks? = nil,
         engineExecutor: (any TaskExecutor)? = nil,
+        executor: (any SerialExecutor)? = nil,
         send: @escaping @Sendable ([UInt8]) -> Void
     ) {
+        self.executor = executor ?? SerialQueueExecutor(label: "latchkey.hid-session")
         self.engineExecutor = engineExecutor
         self.configuration = CTAPHIDStateMachine.Configuration(
             capabilities: capabilities, continuationTimeout: Self.continuationTimeout)

@@ -178,7 +178,8 @@ final class USBIPConnectionHandler: ChannelInboundHandler {
 
     private let server: USBIPServer
     private var connection: USBIPServerConnection?
-    private var attached: (busid: String, session: HIDSession, queue: AsyncStream<(report: [UInt8], arrivedAt: UInt64)>.Continuation)?
+    /// The imported key's session, which runs on this connection's event loop.
+    private var attached: (busid: String, session: HIDSession)?
     private var logger: Logger
 
     init(server: USBIPServer) {
@@ -272,7 +273,8 @@ final class USBIPConnectionHandler: ChannelInboundHandler {
                 context.write(wrapOutboundOut(context.channel.allocator.buffer(bytes: bytes)), promise: nil)
                 wrote = true
             case .deliverOutputReport(_, let report):
-                if let attached { attached.session.queue(attached.queue, (report, attached.session.arrival())) }
+                // On the session's own executor (the event loop): received now, in order.
+                attached?.session.assumeIsolated { session in session.receive(report, arrivedAt: session.arrival()) }
             case .close:
                 // Debug only: a peer sending garbage must not be able to fill the log.
                 if let failure = connection?.failure {
@@ -309,16 +311,14 @@ final class USBIPConnectionHandler: ChannelInboundHandler {
         let hooks = key.sessionHooks { channel.close(promise: nil) }
         let session = HIDSession(
             authenticator: key.authenticator, presence: key.presence, logger: sessionLogger,
-            capabilities: key.hidCapabilities, hooks: hooks, engineExecutor: key.engineExecutor
+            capabilities: key.hidCapabilities, hooks: hooks, engineExecutor: key.engineExecutor,
+            executor: loop.executor
         ) { report in
+            // Written after what the loop is doing now (a report received
+            // mid-read answers once that read's replies are out).
             loop.execute { bound.value.inputReport(report, context: contextBound.value) }
         }
-        let (stream, continuation) = AsyncStream<(report: [UInt8], arrivedAt: UInt64)>.makeStream(
-            bufferingPolicy: .bufferingNewest(1024))
-        Task {
-            for await (report, arrivedAt) in stream { await session.receive(report, arrivedAt: arrivedAt) }
-        }
-        attached = (busid, session, continuation)
+        attached = (busid, session)
         key.logger.info("USB/IP host imported the key", metadata: ["busid": "\(busid)"])
         return true
     }
@@ -332,9 +332,7 @@ final class USBIPConnectionHandler: ChannelInboundHandler {
 
     private func detach() {
         guard let attached else { return }
-        attached.queue.finish()
-        let session = attached.session
-        Task { await session.close() }
+        attached.session.assumeIsolated { $0.close() }
         server.release(attached.busid, by: ObjectIdentifier(self))
         self.attached = nil
     }
