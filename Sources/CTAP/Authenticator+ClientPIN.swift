@@ -304,7 +304,7 @@ extension Authenticator {
         // pcmr is answered with the persistent token; the session's token is
         // left as it is (CTAP 2.2 §6.5.5.7.2).
         if permissions == .persistentCredentialManagementReadOnly {
-            let token = try persistentToken(creating: true) ?? []
+            let token = try newPersistentToken()
             return ClientPINResponse(
                 pinUvAuthToken: try signing("encrypting the persistent pinUvAuthToken") { () throws(CryptoError) in
                     try version.encrypt(key: sharedSecret, plaintext: token, entropy: entropy)

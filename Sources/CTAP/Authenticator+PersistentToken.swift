@@ -27,7 +27,7 @@
 // |------------------------|-------|
 // | pin.persistentToken    | the token (32 bytes); setPIN and changePIN delete it |
 // | ppuat.identifier       | the identifier (16 bytes), made on first use |
-// | credentials.storeState | the credential store state (16 bytes), new at every save, update or delete |
+// | credentials.storeState | the credential store state (16 bytes), new at every save, update or delete while a persistent token exists, and with every new token |
 
 import LatchkeyCrypto
 
@@ -62,8 +62,25 @@ extension Authenticator {
     }
 
     /// A discoverable credential was saved, updated or deleted: the state
-    /// encCredStoreState tells changes.
+    /// encCredStoreState tells changes. Only a holder of the persistent token
+    /// can read the state, so without one nothing is written (a commit saved on
+    /// every discoverable makeCredential); a new token gets a new state
+    /// (`newPersistentToken`), so a platform's cache from an earlier token
+    /// never matches changes made while there was none.
     func credentialStoreChanged() throws(CTAPStatus) {
+        guard configuration.persistentPinUvAuthToken, try persistentToken() != nil else { return }
+        try renewCredentialStoreState()
+    }
+
+    /// A new persistent token, and with it a new credential store state.
+    func newPersistentToken() throws(CTAPStatus) -> [UInt8] {
+        if let token = try persistentToken() { return token }
+        let token = try persistentToken(creating: true) ?? []
+        try renewCredentialStoreState()
+        return token
+    }
+
+    private func renewCredentialStoreState() throws(CTAPStatus) {
         let state = entropy.bytes(count: PersistentTokenSecret.valueByteCount)
         try storing("changing the credential store state") { () throws(StoreError) in
             try store.setSecret(state, named: PersistentTokenSecret.credentialStoreState)

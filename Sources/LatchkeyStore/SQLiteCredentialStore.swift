@@ -117,7 +117,7 @@ public final class SQLiteCredentialStore: CredentialStore {
         let sealedLargeBlobKey = try sealOptional(
             credential.largeBlobKey, .largeBlobKey, credential.id, "largeBlobKey"
         )
-        return try write("save a credential") { db in
+        let (stored, counter) = try write("save a credential") { db throws -> (StoredCredential, SignatureCounter?) in
             // CTAP 2.1 §6.1.2 step 18: a new credential for the same account
             // replaces the old one (an ID clash replaces too).
             let replaced = try Data.fetchAll(
@@ -149,8 +149,22 @@ public final class SQLiteCredentialStore: CredentialStore {
             )
             var stored = credential
             stored.sequence = db.lastInsertedRowID
-            return stored
+            // The new credential's counter scope gets its first block reserved in
+            // the same commit, so that the signature count of its registration
+            // (and of its first assertions) needs no commit of its own. A scope
+            // that already has a reservation (an ID saved again) keeps it.
+            var counter = try SignatureCounter(persisted: nil, scope: "a new credential")
+            guard let bound = try counter.reservationNeeded(scope: "a new credential") else { return (stored, nil) }
+            try db.cachedStatement(
+                sql: "INSERT INTO signatureCounter (scope, reserved) VALUES (?, ?) ON CONFLICT (scope) DO NOTHING"
+            ).execute(arguments: [Data(credential.id), Int64(bound)])
+            guard db.changesCount > 0 else { return (stored, nil) }
+            counter.reserved(upTo: bound)
+            return (stored, counter)
         }
+        // Only once committed: an in-memory reservation never runs ahead of the disk.
+        if let counter { counters.withLock { $0[credential.id] = counter } }
+        return stored
     }
 
     /// Replaces `rpName`, `userName` and `userDisplayName` of the credential

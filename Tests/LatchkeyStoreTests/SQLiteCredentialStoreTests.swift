@@ -470,11 +470,50 @@ struct SQLiteCredentialStoreTests {
         // Replacing a credential removes the replaced one's counter too.
         let old = try store.save(sampleCredential(userId: [1]))
         _ = try store.nextSignatureCounter(scope: old.id)
-        try store.save(sampleCredential(userId: [1]))
+        let replacement = try store.save(sampleCredential(userId: [1]))
         let raw2 = try rawDatabase(directory)
-        let count = try raw2.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM signatureCounter") }
+        let left = try raw2.read { db in
+            Set(try Data.fetchAll(db, sql: "SELECT scope FROM signatureCounter").map { [UInt8]($0) })
+        }
         try raw2.close()
-        #expect(count == 1)
+        // The new credential's scope comes with its first reservation (saved in
+        // the same commit); the replaced one's is gone.
+        #expect(left == [replacement.id, []])
+    }
+
+    @Test("a new credential's first signature counts need no commit of their own, and survive a reopen")
+    func newCredentialCounterReservedWithSave() throws {
+        let directory = try TemporaryDirectory()
+        let credential: StoredCredential
+        var values: [UInt32] = []
+        do {
+            let store = try openStore(directory)
+            credential = try store.save(sampleCredential(userId: [7]))
+            let raw = try rawDatabase(directory)
+            let reserved = try raw.read { db in
+                try Int64.fetchOne(
+                    db, sql: "SELECT reserved FROM signatureCounter WHERE scope = ?", arguments: [Data(credential.id)])
+            }
+            try raw.close()
+            #expect(reserved == 1 + Int64(SignatureCounter.block))
+            for _ in 0..<3 { values.append(try store.nextSignatureCounter(scope: credential.id)) }
+        }
+        #expect(values == [1, 2, 3])
+        // A restart resumes above every value handed out.
+        let reopened = try openStore(directory)
+        #expect(try reopened.nextSignatureCounter(scope: credential.id) > 3)
+    }
+
+    @Test("saving under an ID that already has a counter keeps that counter")
+    func savedAgainKeepsCounter() throws {
+        let directory = try TemporaryDirectory()
+        let store = try openStore(directory)
+        let credential = try store.save(sampleCredential(userId: [8]))
+        try store.raiseSignatureCounter(scope: credential.id, above: 1000)
+        var again = credential
+        again.userName = "renamed"
+        try store.save(again)
+        #expect(try store.nextSignatureCounter(scope: credential.id) > 1000)
     }
 
     @Test("the global counter keeps increasing across reset and reopen")
