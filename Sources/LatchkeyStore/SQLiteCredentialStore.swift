@@ -270,12 +270,16 @@ public final class SQLiteCredentialStore: CredentialStore {
         }
     }
 
-    /// Persists a reservation bound above `value` (kept if already higher)
-    /// and drops this process's state of the scope, so that the next value
-    /// resumes at the persisted bound: above `value` and above every value
-    /// handed out before.
+    /// Makes the scope's next value greater than `value`. When it already is
+    /// (in this process), nothing changes. Otherwise persists a reservation
+    /// bound above `value` (kept if already higher) and drops this process's
+    /// state of the scope, so that the next value resumes at the persisted
+    /// bound: above `value` and above every value handed out before.
     public func raiseSignatureCounter(scope: [UInt8], above value: UInt32) throws(StoreError) {
         let bound = Int64(value) + 1
+        // Already there (a credential just saved, whose first block was reserved
+        // with it): its count goes on from where it is, not from the block's end.
+        if let known = counters.withLock({ $0[scope] }), known.next >= UInt64(bound) { return }
         try write("raise a signature counter") { db in
             try db.cachedStatement(
                 sql: """

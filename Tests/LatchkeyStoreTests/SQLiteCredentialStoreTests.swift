@@ -504,6 +504,18 @@ struct SQLiteCredentialStoreTests {
         #expect(try reopened.nextSignatureCounter(scope: credential.id) > 3)
     }
 
+    @Test("raising a new credential's counter above its start keeps counting from 1; above it, jumps past")
+    func raiseAfterSave() throws {
+        let directory = try TemporaryDirectory()
+        let store = try openStore(directory)
+        let fresh = try store.save(sampleCredential(userId: [9]))
+        try store.raiseSignatureCounter(scope: fresh.id, above: 0)
+        #expect(try store.nextSignatureCounter(scope: fresh.id) == 1, "an imported credential with count 0 starts at 1")
+        let seeded = try store.save(sampleCredential(userId: [10]))
+        try store.raiseSignatureCounter(scope: seeded.id, above: 1000)
+        #expect(try store.nextSignatureCounter(scope: seeded.id) == 1001)
+    }
+
     @Test("saving under an ID that already has a counter keeps that counter")
     func savedAgainKeepsCounter() throws {
         let directory = try TemporaryDirectory()
