@@ -68,7 +68,9 @@ extension Authenticator {
     /// (`newPersistentToken`), so a platform's cache from an earlier token
     /// never matches changes made while there was none.
     func credentialStoreChanged() throws(CTAPStatus) {
-        guard configuration.persistentPinUvAuthToken, try persistentToken() != nil else { return }
+        // Whether or not the key offers the token now: one stored while it did
+        // must not be left reading a state that missed changes.
+        guard try persistentToken() != nil else { return }
         try renewCredentialStoreState()
     }
 
