@@ -73,19 +73,38 @@ func median(_ values: [UInt64]) -> Double {
 
 func microseconds(_ nanoseconds: Double) -> String { String(format: "%.0f", nanoseconds / 1000) }
 
+/// A daemon with one key, one client on it, and the client's first (non-discoverable)
+/// credential: where `single` and `quiet` start.
+struct OneClient {
+    let directory: ScratchDirectory
+    let daemon: DaemonProcess
+    let host: USBIPHIDHost
+    let client: Client
+
+    init(_ binary: String, name: String) throws {
+        directory = try ScratchDirectory("load-\(name)")
+        daemon = try startDaemon(binary, keys: 1, in: directory)
+        do {
+            let (host, clients) = try attach(daemon, busid: DaemonProcess.busid, rpIds: ["\(name).example"])
+            (self.host, client) = (host, clients[0])
+            var untimed = Timer()
+            try client.makeCredential(user: [1], residentKey: false, timer: &untimed)
+        } catch {
+            try? daemon.stop()
+            throw error
+        }
+    }
+}
+
 // MARK: single
 
 /// Each operation beside a PING of the same report counts, alternated so the machine's
 /// noise falls on both alike; medians and their difference.
 func single(daemon binary: String, iterations: Int) throws {
-    let directory = try ScratchDirectory("load-single")
-    let daemon = try startDaemon(binary, keys: 1, in: directory)
-    defer { try? daemon.stop() }
-    let (host, clients) = try attach(daemon, busid: DaemonProcess.busid, rpIds: ["single.example"])
-    _ = host
-    let client = clients[0]
+    let one = try OneClient(binary, name: "single")
+    defer { try? one.daemon.stop() }
+    let (daemon, client) = (one.daemon, one.client)
     var timer = Timer()
-    try client.makeCredential(user: [1], residentKey: false, timer: &timer)
     for user: UInt8 in [2, 3] { try client.makeCredential(user: [user], residentKey: true, timer: &timer) }
     let allowList = [client.credentials[0]]
     var user: UInt8 = 10
@@ -152,14 +171,10 @@ func single(daemon binary: String, iterations: Int) throws {
 /// daemon is busy (back to back), beside the first one after it has been quiet long enough
 /// to give its unused pages back (Service/ResidentMemory.swift), and the RSS at both.
 func quiet(daemon binary: String, rounds: Int) throws {
-    let directory = try ScratchDirectory("load-quiet")
-    let daemon = try startDaemon(binary, keys: 1, in: directory)
-    defer { try? daemon.stop() }
-    let (host, clients) = try attach(daemon, busid: DaemonProcess.busid, rpIds: ["quiet.example"])
-    _ = host
-    let client = clients[0]
+    let one = try OneClient(binary, name: "quiet")
+    defer { try? one.daemon.stop() }
+    let (daemon, client) = (one.daemon, one.client)
     var timer = Timer()
-    try client.makeCredential(user: [1], residentKey: false, timer: &timer)
     let allowList = [client.credentials[0]]
     var busy: [UInt64] = []
     var first: [UInt64] = []
