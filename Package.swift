@@ -166,6 +166,7 @@ let package = Package(
             resources: [.copy("Crashers")]
         ),
         .testTarget(name: "LatchkeyNamesTests", dependencies: ["LatchkeyNames"]),
+        .testTarget(name: "LatchkeySystemTests", dependencies: ["LatchkeySystem"]),
         .testTarget(
             name: "LatchkeyWebDriverTests",
             dependencies: ["LatchkeyWebDriver", "LatchkeyNames", nioCore]

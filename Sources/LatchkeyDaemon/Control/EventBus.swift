@@ -43,6 +43,10 @@ public struct EventName: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let keyDeleted = EventName(rawValue: "key.deleted")
     /// A key was unplugged and plugged in again.
     public static let keyReplugged = EventName(rawValue: "key.replugged")
+    /// A caller was refused access to a key (Keys/Access.swift): `access`, `rule`, `uid`, `door`.
+    public static let accessRefused = EventName(rawValue: "access.refused")
+    /// Private keys left the daemon (an export, or a credential read with its private key).
+    public static let keyExported = EventName(rawValue: "key.exported")
     /// The last event a subscriber gets when it fell behind and was dropped.
     public static let lost = EventName(rawValue: "lost")
 }

@@ -97,6 +97,14 @@ public struct KeyConfiguration: Sendable, Equatable {
     public var maxDiscoverableCredentials = 1000
     /// This key's changes to the daemon's `[policy]`.
     public var policy = PolicyOverrides()
+    /// The account the key belongs to (Keys/Access.swift): the uid that created it
+    /// through the control API, or `owner = "NAME"` in its `[[keys]]` table; nil
+    /// means the daemon's own uid.
+    public var owner: UInt32?
+    /// Whether its private keys may leave the daemon without its PIN (export,
+    /// `?privateKey=true`): off for a person's key, on for automation keys. Set
+    /// when the key is made, never changed through the control API.
+    public var exportable = false
 
     public init(name: KeyName) { self.name = name }
 
