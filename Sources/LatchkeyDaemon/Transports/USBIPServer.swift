@@ -61,7 +61,7 @@ final class USBIPServer: Sendable {
         let server = USBIPServer(listen: listen, logger: logger)
         let bootstrap = ServerBootstrap(group: server.group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelOption(.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { channel in
                 guard server.admit(channel) else { return channel.close() }
