@@ -3,8 +3,8 @@
 # fresh Debian 12 machine, then builds and runs every test. CI runs exactly this.
 #
 #   scripts/test.sh                  # everything below, in this order:
-#     deps (apt, pip) -> swift build + swift test -> pytest (latchkeyctl, the
-#     daemon end to end over USB/IP) -> Yubico's device suite over USB/IP
+#     deps (apt, pip) -> the test accounts (scripts/test-accounts.sh) -> swift build +
+#     swift test -> pytest (latchkeyctl, the daemon end to end over USB/IP, run as lk-owner) -> Yubico's device suite over USB/IP
 #     (scripts/device-suite.sh) -> systemd unit checks -> the real-kernel
 #     tests in the VM rig (scripts/kernel-tests.sh) -> a short fuzz replay -> the
 #     allocation gate (scripts/bench-gate.sh: benchmark malloc counts, release build)
@@ -58,6 +58,15 @@ from selenium.webdriver.common.virtual_authenticator import VirtualAuthenticator
 }
 
 if [ "${LATCHKEY_SKIP_DEPS:-0}" != 1 ]; then install_deps; fi
+
+# The unprivileged accounts the e2e suite runs latchkeyd and its clients as (lk-owner
+# runs the daemon, lk-other is the second account that must be refused): a daemon is
+# tested as a person's desktop or a user unit runs it, never as root.
+if [ "$(id -u)" -eq 0 ] || command -v sudo >/dev/null; then
+    as_root scripts/test-accounts.sh
+else
+    echo "test accounts: not root and no sudo; the e2e suite runs latchkeyd as $(id -un) and skips the other-account tests" >&2
+fi
 
 log "swift build"
 swift build --build-tests

@@ -6,7 +6,11 @@ through our own USB/IP client.
 
 The daemon runs once per session with a temporary state directory, USB/IP on a free
 loopback port and no uhid; each test makes its own keys through the API and deletes
-them afterwards. Its log (stderr) is kept in a file; a failing test shows the lines
+them afterwards. Run as root (the test command is), the suite starts every latchkeyd
+as the unprivileged account lk-owner (scripts/test-accounts.sh), as a person's desktop
+or a user unit would, and its control, event and USB/IP connections are opened by that
+account (identities.py), so the daemon sees its owner; tests that need another account
+or root ask for one. Run unprivileged, everything runs as the current user. Its log (stderr) is kept in a file; a failing test shows the lines
 logged while it ran. Every device a test opens is checked afterwards for USB/IP
 protocol deviations and unclaimed reports. A daemon that dies is restarted for the next
 test and reported; one that needs SIGKILL to stop fails the session's teardown.
@@ -14,15 +18,18 @@ test and reported; one that needs SIGKILL to stop fails the session's teardown.
 
 from __future__ import annotations
 
+import atexit
 import http.client
 import itertools
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,12 +40,93 @@ REPO = E2E_DIR.parents[1]
 sys.path.insert(0, str(E2E_DIR))
 
 import ctaphid_raw as raw  # noqa: E402
+import identities  # noqa: E402
+import sse  # noqa: E402
 import usbip_client as usbip  # noqa: E402
 import usbip_hid  # noqa: E402
 from sse import EventStream  # noqa: E402
 
 HOST = "127.0.0.1"
 STANDIN = E2E_DIR / "standin_usbip.py"
+
+
+# ---- the accounts ---------------------------------------------------------------------
+
+# The account every latchkeyd of the suite runs as, and which opens the suite's own
+# connections; None when the suite cannot act as other accounts (not root): then
+# everything runs as the current user.
+OWNER = identities.account("owner")
+if OWNER is not None:
+    usbip.OPEN_CONNECTION = lambda host, port, timeout: OWNER.connect_tcp(host, port, timeout)
+    sse.OPEN_SOCKET = lambda path: OWNER.connect_unix(path)
+
+
+def as_daemon_account(argv: list) -> list[str]:
+    """`argv` run as the account latchkeyd runs as (setpriv), its program where that
+    account can run it; unchanged when the suite runs unprivileged."""
+    argv = [str(a) for a in argv]
+    if OWNER is None:
+        return argv
+    program = argv[0] if "/" not in argv[0] else str(runnable(Path(argv[0])))  # a bare name: from PATH
+    return [*OWNER.setpriv(), program, *argv[1:]]
+
+
+_runnable: dict[Path, Path] = {}
+
+
+def runnable(binary: Path, test: str = "-x") -> Path:
+    """`binary`, or a copy lk-owner can run (`test` "-r": read, for a script): a checkout
+    in root's home (0700) is out of its reach. Copies go to one directory per session,
+    removed at exit."""
+    if OWNER is None:
+        return binary
+    if binary not in _runnable:
+        if OWNER.run(["test", test, str(binary)]).returncode == 0:
+            _runnable[binary] = binary
+        else:
+            directory = _shared_dir() / "bin"
+            directory.mkdir(mode=0o755, exist_ok=True)
+            copy = directory / f"{len(_runnable)}-{binary.name}"
+            shutil.copy2(binary, copy)
+            copy.chmod(0o755)
+            _runnable[binary] = copy
+    return _runnable[binary]
+
+
+_shared: Path | None = None
+
+
+def _shared_dir() -> Path:
+    global _shared
+    if _shared is None:
+        _shared = Path(tempfile.mkdtemp(prefix="latchkey-e2e-"))
+        _shared.chmod(0o755)
+        atexit.register(shutil.rmtree, _shared, True)
+    return _shared
+
+
+def owned_directory(path: Path, mode: int = 0o700) -> Path:
+    """Creates `path` (below the system's temporary directory) for lk-owner: its owner
+    with group lk-test and `mode`; ancestors root made 0700 below the temporary directory
+    (pytest's) become traversable (0711), never listable or writable."""
+    path.mkdir(parents=True, exist_ok=True)
+    if OWNER is not None:
+        os.chown(path, OWNER.uid, identities.group_id())
+        temporary = Path(tempfile.gettempdir()).resolve()
+        for parent in path.resolve().parents:
+            if parent == temporary or temporary not in parent.parents:
+                break
+            info = parent.stat()
+            if info.st_uid == 0 and not info.st_mode & 0o001:
+                parent.chmod((info.st_mode & 0o7777) | 0o711)
+    path.chmod(mode)
+    return path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _accounts():
+    yield
+    identities.close_all()
 
 
 def free_port() -> int:
@@ -81,11 +169,16 @@ def terminate(proc: subprocess.Popen) -> None:
 
 
 class UnixHTTPConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float):
+    def __init__(self, path: str, timeout: float, account: identities.Account | None = None):
         super().__init__("localhost", timeout=timeout)
         self.unix_path = path
+        self.account = account
 
     def connect(self) -> None:
+        if self.account is not None:
+            self.sock = self.account.connect_unix(self.unix_path, self.timeout)
+            self.sock.settimeout(self.timeout)
+            return
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(self.timeout)
         try:
@@ -111,14 +204,22 @@ EVENT_STREAMS: list[EventStream] = []
 
 
 class ControlClient:
-    """HTTP/1.1 + JSON on the daemon's control socket; every exchange lands in CONTROL_LOG."""
+    """HTTP/1.1 + JSON on the daemon's control socket; every exchange lands in CONTROL_LOG.
+    It connects as `account` (by default lk-owner, the daemon's account; "root" for the
+    suite's own uid, or an identities.Account)."""
 
-    def __init__(self, path: str, timeout: float = 10.0):
+    def __init__(self, path: str, timeout: float = 10.0, account: identities.Account | str | None = "owner"):
         self.path = path
         self.timeout = timeout
+        self.account = identities.account(account) if account in ("owner", "other") else (
+            None if account in ("root", None) else account)
+
+    def as_account(self, account: identities.Account | str | None) -> "ControlClient":
+        """The same socket, spoken to as another account."""
+        return ControlClient(self.path, self.timeout, account)
 
     def request(self, method: str, path: str, body=None, expect=200):
-        conn = UnixHTTPConnection(self.path, self.timeout)
+        conn = UnixHTTPConnection(self.path, self.timeout, self.account)
         try:
             headers = {}
             data = None
@@ -202,16 +303,18 @@ class Daemon:
         self.extra_args: list[str] = []
 
     def start(self, timeout: float = 20.0) -> None:
+        owned_directory(self.workdir, 0o750)
         for _attempt in range(3):
             run = next(self.runs)
             self.port = free_port()
-            self.state_dir = self.workdir / f"state{run}"
-            self.state_dir.mkdir()
-            socket_path = self.state_dir / "control.sock"
+            self.state_dir = owned_directory(self.workdir / f"state{run}")
+            # The socket's directory lets the group in (as /run/latchkeyd does), so that
+            # another member of it can reach the socket and be refused by the daemon.
+            socket_path = owned_directory(self.workdir / f"run{run}", 0o750) / "control.sock"
             self.log_path = self.workdir / f"latchkeyd{run}.log"
-            argv = [str(self.binary), "--state-dir", str(self.state_dir), "--no-uhid",
-                    "--usbip", f"{HOST}:{self.port}", "--presence", "auto",
-                    "--control-socket", str(socket_path), *self.extra_args]
+            argv = as_daemon_account([
+                self.binary, "--state-dir", self.state_dir, "--no-uhid", "--usbip", f"{HOST}:{self.port}",
+                "--presence", "auto", "--control-socket", socket_path, *self.extra_args])
             with open(self.log_path, "wb") as log:
                 log.write(("$ " + " ".join(argv) + "\n").encode())
                 log.flush()
@@ -284,6 +387,34 @@ def built_binary(variable: str, default: str) -> Path:
 
 def daemon_binary() -> Path:
     return built_binary("LATCHKEYD", ".build/debug/latchkeyd")
+
+
+def latchkeyctl_binary() -> Path:
+    """$LATCHKEYCTL, else latchkeyctl beside the daemon's binary; skips (fails, when the
+    variable names it) a test when there is none."""
+    path = built_binary("LATCHKEYCTL", str(daemon_binary().parent / "latchkeyctl"))
+    if not path.exists():
+        if os.environ.get("LATCHKEYCTL"):
+            pytest.fail(f"LATCHKEYCTL={path} does not exist: build it with swift build")
+        pytest.skip(f"no latchkeyctl at {path} (set LATCHKEYCTL)")
+    return path
+
+
+def latchkeyctl_command(socket_path: str) -> list[str]:
+    """latchkeyctl on `socket_path`, run as the daemon's account (the keys' owner)."""
+    return as_daemon_account([latchkeyctl_binary(), "--socket", socket_path])
+
+
+@pytest.fixture
+def latchkeyctl(daemon):
+    """Runs latchkeyctl against the session's daemon as its owner: (*args, stdin="") -> CompletedProcess."""
+    command = latchkeyctl_command(daemon.control.path)
+
+    def run(*args: str, stdin: str = "", timeout: float = 30) -> subprocess.CompletedProcess:
+        return subprocess.run([*command, *args], input=stdin, capture_output=True, text=True, timeout=timeout)
+
+    run.command = command
+    return run
 
 
 @pytest.fixture(scope="session")

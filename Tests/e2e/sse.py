@@ -10,17 +10,26 @@ import socket
 import threading
 import time
 
+# How the control socket is opened: path -> connected socket. The e2e suite's conftest
+# replaces it so that the stream is opened by the daemon's account (identities.py).
+OPEN_SOCKET = None
+
 
 class EventStream:
     """GET /v1/events read on a thread: the HTTP head, chunked transfer coding, then
     text/event-stream; each event's JSON lands in a queue."""
 
-    def __init__(self, socket_path: str, key: str | None = None):
+    def __init__(self, socket_path: str, key: str | None = None, open_socket=None):
         self.events: queue.Queue = queue.Queue()
         self.seen: list[dict] = []  # every event, for test_zz_openapi.py's check against the spec
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        open_socket = open_socket or OPEN_SOCKET
+        if open_socket is not None:
+            self.sock = open_socket(socket_path)
+        else:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.settimeout(5)
+            self.sock.connect(socket_path)
         self.sock.settimeout(5)
-        self.sock.connect(socket_path)
         target = "/v1/events" + (f"?key={key}" if key else "")
         self.sock.sendall(f"GET {target} HTTP/1.1\r\nHost: localhost\r\nAccept: text/event-stream\r\n\r\n".encode())
         head = b""

@@ -25,9 +25,8 @@ from fido2.ctap2 import Ctap2
 from fido2.hid import CAPABILITY
 
 import rp
-from conftest import wait_for
+from conftest import owned_directory, wait_for
 from sse import EventStream
-from test_key_administration_api import latchkeyctl  # noqa: F401 - the fixture, shared
 
 
 def b64url(data: bytes) -> str:
@@ -485,7 +484,7 @@ def test_latchkeyctl_events_and_overrides(latchkeyctl, usb, control, key):
     [entry] = json.loads(listed.stdout)
     assert entry["action"] == "deny" and entry["remaining"] == 1
 
-    argv = [a for a in latchkeyctl_argv(latchkeyctl)] + ["events", "--key", name, "--count", "4", "--json"]
+    argv = [*latchkeyctl.command, "events", "--key", name, "--count", "4", "--json"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(0.5)  # let it subscribe
@@ -503,13 +502,6 @@ def test_latchkeyctl_events_and_overrides(latchkeyctl, usb, control, key):
     assert latchkeyctl("overrides", "clear", "--key", name).returncode == 0
     assert "No overrides" in latchkeyctl("overrides", "list", "--key", name).stdout
     assert latchkeyctl("overrides", "add", "explode", "--key", name).returncode == 1
-
-
-def latchkeyctl_argv(run) -> list[str]:
-    """The binary and --socket the fixture's runner uses."""
-    probe = run("--version")
-    assert probe.returncode == 0
-    return list(probe.args[:3])
 
 
 def test_sigterm_ends_open_event_streams(tmp_path):
@@ -602,7 +594,7 @@ def test_replug_opens_the_reset_window(tmp_path):
 
 def test_latchkeyctl_seeds_and_shows_a_credential(latchkeyctl, usb, control, key, tmp_path):
     private_key = ec.generate_private_key(ec.SECP256R1())
-    pem = tmp_path / "seed.pem"
+    pem = owned_directory(tmp_path, 0o750) / "seed.pem"  # latchkeyctl reads it as the owner
     pem.write_bytes(private_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                               serialization.NoEncryption()))
     # An ID whose base64url begins with "-", which must still be read as a value.

@@ -27,7 +27,7 @@ from fido2.webauthn import (
 )
 
 import rp
-from conftest import HOST, ControlClient, Opened, daemon_binary, free_port, wait_for
+from conftest import HOST, ControlClient, Opened, as_daemon_account, daemon_binary, free_port, owned_directory, wait_for
 
 ERR = CtapError.ERR
 P = ClientPin.PERMISSION
@@ -215,11 +215,12 @@ def start_daemon(state_dir, log_path):
     if not binary.exists():
         pytest.fail(f"no latchkeyd at {binary}: build it with swift build (or set LATCHKEYD)")
     port = free_port()
+    owned_directory(state_dir.parent, 0o750)
     socket_path = state_dir / "control.sock"
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
-            [str(binary), "--state-dir", str(state_dir), "--no-uhid", "--usbip", f"{HOST}:{port}",
-             "--presence", "auto", "--control-socket", str(socket_path)],
+            as_daemon_account([binary, "--state-dir", state_dir, "--no-uhid", "--usbip", f"{HOST}:{port}",
+                               "--presence", "auto", "--control-socket", socket_path]),
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     control = ControlClient(str(socket_path))
     try:

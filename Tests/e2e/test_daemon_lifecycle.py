@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ControlClient, daemon_binary, free_port, wait_for
+from conftest import ControlClient, as_daemon_account, daemon_binary, free_port, owned_directory, wait_for
 
 HOST = "127.0.0.1"
 
@@ -23,9 +23,9 @@ def start(tmp_path: Path, *extra: str, env: dict | None = None) -> subprocess.Po
     binary = daemon_binary()
     if not binary.exists():
         pytest.fail(f"no latchkeyd at {binary}: build it with swift build (or set LATCHKEYD)")
-    state = tmp_path / "state"
-    args = [str(binary), "--state-dir", str(state), "--no-uhid", "--usbip", f"{HOST}:{free_port()}",
-            "--presence", "auto", *extra]
+    state = owned_directory(tmp_path, 0o750) / "state"
+    args = as_daemon_account([binary, "--state-dir", state, "--no-uhid", "--usbip", f"{HOST}:{free_port()}",
+                              "--presence", "auto", *extra])
     log = open(tmp_path / "latchkeyd.log", "ab")
     return subprocess.Popen(args, stdout=log, stderr=log, env={**os.environ, **(env or {})})
 
@@ -49,6 +49,7 @@ def test_systemd_is_told_ready_then_stopping_and_the_watchdog_is_fed(tmp_path):
     notify_path = str(tmp_path / "notify.sock")
     receiver = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     receiver.bind(notify_path)
+    os.chmod(notify_path, 0o666)  # the daemon's account sends to it
     receiver.settimeout(20)
     process = start(tmp_path, env={"NOTIFY_SOCKET": notify_path, "WATCHDOG_USEC": "400000"})
     try:
@@ -112,7 +113,8 @@ def test_files_are_private_and_the_socket_is_group_only(tmp_path):
 def test_usbip_beyond_loopback_is_refused_unless_allowed(tmp_path):
     binary = daemon_binary()
     result = subprocess.run(
-        [str(binary), "--state-dir", str(tmp_path / "s"), "--no-uhid", "--usbip", f"0.0.0.0:{free_port()}"],
+        as_daemon_account([binary, "--state-dir", owned_directory(tmp_path) / "s", "--no-uhid",
+                           "--usbip", f"0.0.0.0:{free_port()}"]),
         capture_output=True, text=True, timeout=30)
     assert result.returncode == 78
     assert "not a loopback address" in result.stderr and "allow-remote" in result.stderr
@@ -121,7 +123,8 @@ def test_usbip_beyond_loopback_is_refused_unless_allowed(tmp_path):
 def test_a_bad_configuration_file_names_the_file_and_the_key(tmp_path):
     config = tmp_path / "bad.toml"
     config.write_text('[presence]\nmode = "sometimes"\n')
-    result = subprocess.run([str(daemon_binary()), "--config", str(config), "--state-dir", str(tmp_path / "s")],
+    owned_directory(tmp_path, 0o750)
+    result = subprocess.run(as_daemon_account([daemon_binary(), "--config", config, "--state-dir", tmp_path / "s"]),
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 78
     assert "bad.toml" in result.stderr and "mode" in result.stderr
@@ -134,8 +137,8 @@ def test_a_live_daemons_socket_is_never_taken_over(tmp_path):
         wait_for(socket_path.exists, 20, "the control socket")
         other = tmp_path / "other"
         second = subprocess.run(
-            [str(daemon_binary()), "--state-dir", str(other), "--no-uhid", "--usbip", f"{HOST}:{free_port()}",
-             "--control-socket", str(socket_path)], capture_output=True, text=True, timeout=30)
+            as_daemon_account([daemon_binary(), "--state-dir", other, "--no-uhid", "--usbip", f"{HOST}:{free_port()}",
+                               "--control-socket", socket_path]), capture_output=True, text=True, timeout=30)
         assert second.returncode == 78
         assert "another latchkeyd is serving" in second.stderr
         ControlClient(str(socket_path)).get("/v1/status")

@@ -27,7 +27,7 @@ from fido2.ctap import CtapError
 from fido2.ctap2 import Ctap2
 
 import rp
-from conftest import REPO, APIError
+from conftest import REPO, APIError, latchkeyctl_command, owned_directory
 
 PASSPHRASE = "correct horse battery staple"
 
@@ -297,16 +297,8 @@ def test_wrong_passphrase_or_changed_file_imports_nothing(make, control):
 # ---- latchkeyctl against the real daemon ----------------------------------------------------
 
 
-def latchkeyctl() -> Path:
-    path = Path(os.environ.get("LATCHKEYCTL", ".build/debug/latchkeyctl"))
-    return path if path.is_absolute() else REPO / path
-
-
 def ctl(daemon, *args, stdin: str = ""):
-    binary = latchkeyctl()
-    if not binary.exists():
-        pytest.skip(f"no latchkeyctl at {binary}")
-    return subprocess.run([str(binary), "--socket", daemon.control.path, *args], input=stdin,
+    return subprocess.run([*latchkeyctl_command(daemon.control.path), *args], input=stdin,
                           capture_output=True, text=True, timeout=60)
 
 
@@ -314,7 +306,7 @@ def test_latchkeyctl_export_and_import(make, control, daemon, tmp_path):
     source, target = make(), make()
     server = rp.make_server()
     reg = register(source, server)
-    path = tmp_path / "passkeys.cxf.json"
+    path = owned_directory(tmp_path, 0o750) / "passkeys.cxf.json"  # latchkeyctl writes it as the owner
 
     exported = ctl(daemon, "export", "--key", source.name, "--format", "cxf", "-o", str(path),
                    "--passphrase-stdin", stdin=PASSPHRASE + "\n")

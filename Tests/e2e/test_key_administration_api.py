@@ -155,23 +155,6 @@ def test_reset_keeps_the_identity(usb, control, key):
 # ---- latchkeyctl against the real daemon ------------------------------------------------
 
 
-@pytest.fixture
-def latchkeyctl(daemon):
-    path = Path(os.environ.get("LATCHKEYCTL", ".build/debug/latchkeyctl"))
-    if not path.is_absolute():
-        path = REPO / path
-    if not path.exists():
-        if os.environ.get("LATCHKEYCTL"):
-            pytest.fail(f"LATCHKEYCTL={path} does not exist: build it with swift build")
-        pytest.skip(f"no latchkeyctl at {path} (set LATCHKEYCTL)")
-
-    def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
-        return subprocess.run([str(path), "--socket", daemon.control.path, *args], input=stdin,
-                              capture_output=True, text=True, timeout=30)
-
-    return run
-
-
 def test_latchkeyctl_manages_a_real_key(latchkeyctl, daemon, control, key):
     name = key["name"]
     start = daemon.log_size()

@@ -23,16 +23,19 @@ from fido2.ctap2 import Ctap2
 
 import rp
 from test_control_api import start_in_thread
-from conftest import Daemon, Opened, daemon_binary, terminate, wait_for
+from conftest import Daemon, Opened, as_daemon_account, daemon_binary, runnable, terminate, wait_for
 
 E2E_DIR = Path(__file__).resolve().parent
 FAKE_SERVER = E2E_DIR / "fake_notifications.py"
 
 
 def python_with_gi() -> str | None:
-    for candidate in (sys.executable, "/usr/bin/python3"):
+    """A Python with PyGObject that the daemon's account can run (the bus and the fake
+    server run as that account, which a session bus requires of its clients)."""
+    for candidate in ("/usr/bin/python3", sys.executable):
         if candidate and Path(candidate).exists():
-            probe = subprocess.run([candidate, "-c", "from gi.repository import Gio"], capture_output=True)
+            probe = subprocess.run(as_daemon_account([candidate, "-c", "from gi.repository import Gio"]),
+                                   capture_output=True)
             if probe.returncode == 0:
                 return candidate
     return None
@@ -41,7 +44,8 @@ def python_with_gi() -> str | None:
 class FakeServer:
     def __init__(self, python: str, address: str):
         env = dict(os.environ, DBUS_SESSION_BUS_ADDRESS=address)
-        self.proc = subprocess.Popen([python, str(FAKE_SERVER), "--max-seconds", "300"], env=env,
+        self.proc = subprocess.Popen(
+            as_daemon_account([python, runnable(FAKE_SERVER, "-r"), "--max-seconds", "300"]), env=env,
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, start_new_session=True)
         self.address = address
@@ -67,9 +71,9 @@ class FakeServer:
                 return call
 
     def invoke(self, notification_id: int, action: str) -> None:
-        subprocess.run(["gdbus", "call", "--session", "--dest", "org.freedesktop.Notifications",
+        subprocess.run(as_daemon_account(["gdbus", "call", "--session", "--dest", "org.freedesktop.Notifications",
                         "--object-path", "/org/freedesktop/Notifications", "--method", "org.latchkey.Test.Invoke",
-                        f"uint32 {notification_id}", f"'{action}'"],
+                        f"uint32 {notification_id}", f"'{action}'"]),
                        env=dict(os.environ, DBUS_SESSION_BUS_ADDRESS=self.address), check=True,
                        capture_output=True, timeout=10)
 
@@ -85,7 +89,8 @@ def desktop(tmp_path_factory):
     if not binary.exists():
         pytest.skip(f"no latchkeyd at {binary}")
     # timeout(1): the bus ends by itself even if this process dies before its teardown.
-    bus = subprocess.Popen(["timeout", "900", "dbus-daemon", "--session", "--nofork", "--print-address=1"],
+    bus = subprocess.Popen(as_daemon_account(["timeout", "900", "dbus-daemon", "--session", "--nofork",
+                                              "--print-address=1"]),
                            stdin=subprocess.DEVNULL,
                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
     server = daemon = None

@@ -18,7 +18,7 @@ from fido2.ctap2.pin import ClientPin, PinProtocolV2
 
 import rp
 from test_control_api import start_in_thread
-from conftest import wait_for
+from conftest import latchkeyctl_command, wait_for
 
 STATUS_UPNEEDED = 2
 
@@ -388,11 +388,8 @@ def test_policy_explain_shows_each_decision(usb, control, daemon, silent_key):
     assert [d["id"] for d in listed] == sorted((d["id"] for d in listed), reverse=True)
     assert decisions(control, name, 2) == listed[:2]
 
-    ctl = Path(daemon.binary).parent / "latchkeyctl"
-    if not ctl.exists():
-        pytest.skip(f"no latchkeyctl beside {daemon.binary}")
-    socket_path = daemon.control.path
-    out = subprocess.run([str(ctl), "--socket", socket_path, "policy", "explain", "--key", name, "-n", "3"],
+    ctl = latchkeyctl_command(daemon.control.path)
+    out = subprocess.run([*ctl, "policy", "explain", "--key", name, "-n", "3"],
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
@@ -401,7 +398,7 @@ def test_policy_explain_shows_each_decision(usb, control, daemon, silent_key):
     assert "conditional registration: password used for alice at example.com" in lines[3]
     assert "makeCredential for nobody at example.com: denied [mismatch]" in lines[4]
     assert "no password-used signal for nobody at example.com; on-mismatch = deny" in lines[5]
-    signalled = subprocess.run([str(ctl), "--socket", socket_path, "signal", "password-used", "--rp", "example.com",
+    signalled = subprocess.run([*ctl, "signal", "password-used", "--rp", "example.com",
                                 "--user", "bob", "--key", name], capture_output=True, text=True, timeout=30)
     assert signalled.returncode == 0, signalled.stderr
     assert "Conditional registration open for bob at example.com" in signalled.stdout

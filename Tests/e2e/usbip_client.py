@@ -151,10 +151,17 @@ class _Stream:
         return b"".join(chunks)
 
 
+# How a connection is opened: (host, port, timeout) -> socket. The e2e suite's conftest
+# replaces it so that the connection is opened by the daemon's account (identities.py),
+# whose keys the server exports to it.
+OPEN_CONNECTION = lambda host, port, timeout: socket.create_connection((host, port), timeout=timeout)  # noqa: E731
+
+
 def connect(host: str, port: int, timeout: float = 5.0) -> socket.socket:
     """A TCP connection to a USB/IP server (TCP_NODELAY), to pass as ``sock=`` later: a
     host may connect first and send its request afterwards."""
-    sock = socket.create_connection((host, port), timeout=timeout)
+    sock = OPEN_CONNECTION(host, port, timeout)
+    sock.settimeout(timeout)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return sock
 
