@@ -114,7 +114,7 @@ let package = Package(
             name: "LatchkeyDaemon",
             dependencies: [
                 "CBOR", "CTAPHID", "CTAP", "LatchkeyCrypto", "LatchkeyStore", "USBIP", "LatchkeyUHID", "CZlib",
-                "LatchkeyNames", "CMalloc",
+                "LatchkeyNames", "LatchkeySystem", "CMalloc",
                 nioCore, .product(name: "NIOPosix", package: "swift-nio"), nioHTTP1,
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"), logging, serviceLifecycle, hummingbird,
                 .product(name: "HummingbirdCore", package: "hummingbird"),
