@@ -11,7 +11,9 @@
 // OP_REQ_IMPORT accepts, only the keys whose `attach` tier the peer holds; an
 // import of another key is answered as an unknown bus id is (status 1), and is
 // one `access.refused` event and one journal line. The engine sees each request
-// with the peer as its `Requester`, for prompts.
+// with the peer as its `Requester`, for prompts. The server refuses to start
+// when anything already listens on its port, on any address: a squatter on
+// [::1]:3240 would receive whatever asks for localhost:3240.
 
 import CTAPHID
 import LatchkeySystem
@@ -65,6 +67,7 @@ final class USBIPServer: Sendable {
                 metadata: ["listen": "\(listen)"]
             )
         }
+        try refuseSquattedPort(listen)
         let server = USBIPServer(listen: listen, logger: logger)
         let bootstrap = ServerBootstrap(group: server.group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -82,9 +85,32 @@ final class USBIPServer: Sendable {
             logger.notice("USB/IP listening", metadata: ["listen": "\(channel.localAddress.map { "\($0)" } ?? "\(listen)")"])
         } catch {
             try? await server.group.shutdownGracefully()
+            // Someone bound it since the check: name them.
+            try refuseSquattedPort(listen)
             throw ConfigurationError("cannot listen for USB/IP on \(listen): \(error)")
         }
         return server
+    }
+
+    /// Throws, naming who holds it and what to do, when anything listens on the port of
+    /// `listen` (any address: the kernel would let 127.0.0.1:3240 be bound beside a
+    /// stranger's [::1]:3240, and clients of "localhost" would reach either).
+    static func refuseSquattedPort(_ listen: ListenAddress) throws(ConfigurationError) {
+        guard listen.port != 0, let port = UInt16(exactly: listen.port) else { return }
+        let holders: [TCPSocketRecord]
+        do {
+            holders = try PeerIdentity.tcpListeners(port: port)
+        } catch {
+            throw ConfigurationError("cannot check who listens on port \(port) before serving USB/IP: \(error)")
+        }
+        guard !holders.isEmpty else { return }
+        let who = holders.map { "\($0.holder) on \($0.local)" }.joined(separator: "; ")
+        throw ConfigurationError(
+            "refusing to serve USB/IP on \(listen): port \(port) is already in use by \(who). Whoever holds it "
+                + "would receive the imports meant for these keys (root's usbip attach included). Stop that "
+                + "process, or choose another port: [usbip] listen = \"127.0.0.1:PORT\" in the configuration, "
+                + "or --usbip 127.0.0.1:PORT"
+        )
     }
 
     /// Counts a new connection in, or refuses it beyond `maxConnections`.
