@@ -114,7 +114,9 @@ public enum PeerIdentity {
     /// `remote` are the connection's ends as the caller's socket sees them (its own
     /// address first). Nil when the kernel knows no such socket (the peer is another host,
     /// or it closed). A dual-stack listener sees an IPv4 peer at IPv4-mapped addresses; the
-    /// peer's own socket may be IPv4, so that is asked too.
+    /// peer's own socket may be IPv4, so that is asked too. A peer that closed and lingers
+    /// in TIME_WAIT is no peer: the kernel reports such a socket with uid 0 (and no inode),
+    /// which would read as root.
     public static func tcpPeer(local: SocketEndpoint, remote: SocketEndpoint) throws(SystemCallError)
         -> TCPSocketRecord?
     {
@@ -122,12 +124,12 @@ public enum PeerIdentity {
         // The peer's socket has the two ends the other way round.
         let request = inetDiagRequest(
             family: local.isIPv4 ? UInt8(AF_INET) : UInt8(AF_INET6),
-            states: ~0,
+            states: ~(1 << tcpTimeWait | 1 << tcpNewSynRecv),
             dump: false,
             source: remote,
             destination: local
         )
-        if let found = try query(request).first { return found }
+        if let found = try query(request).first(where: { $0.inode != 0 }) { return found }
         guard let local = local.unmappedIPv4, let remote = remote.unmappedIPv4 else { return nil }
         return try tcpPeer(local: local, remote: remote)
     }
@@ -170,8 +172,10 @@ public enum PeerIdentity {
 
     // MARK: - inet_diag
 
-    /// linux/tcp_states.h TCP_LISTEN.
+    /// linux/tcp_states.h TCP_LISTEN, TCP_TIME_WAIT, TCP_NEW_SYN_RECV.
     static let tcpListen: UInt32 = 10
+    static let tcpTimeWait: UInt32 = 6
+    static let tcpNewSynRecv: UInt32 = 12
     /// linux/netlink.h NETLINK_SOCK_DIAG.
     static let netlinkSockDiag: Int32 = 4
     /// linux/sock_diag.h SOCK_DIAG_BY_FAMILY.

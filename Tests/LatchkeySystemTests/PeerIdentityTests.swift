@@ -90,6 +90,27 @@ import Testing
         #expect(PeerIdentity.processes(holding: path) == [getpid()])
     }
 
+    @Test("a peer that closed first, lingering in TIME_WAIT with uid 0, is no peer") func timeWait() throws {
+        let listener = try LoopbackListener()
+        defer { close(listener.descriptor) }
+        let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = listener.address
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(client, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        try #require(connected == 0)
+        let server = accept(listener.descriptor, nil, nil)
+        let (local, remote) = (try endpoint(server, peer: false), try endpoint(server, peer: true))
+        #expect(try PeerIdentity.tcpPeer(local: local, remote: remote) != nil)
+        // The client closes first and, once the server has closed too, waits in TIME_WAIT.
+        close(client)
+        close(server)
+        usleep(100_000)
+        #expect(try PeerIdentity.tcpPeer(local: local, remote: remote) == nil)
+    }
+
     @Test("a connection that does not exist has no peer") func missing() throws {
         let local = try #require(SocketEndpoint(ipAddress: "127.0.0.1", port: 1))
         let remote = try #require(SocketEndpoint(ipAddress: "127.0.0.1", port: 2))

@@ -259,7 +259,9 @@ final class USBIPConnectionHandler: ChannelInboundHandler {
         logger[metadataKey: "uid"] = peer.metadata["uid"]
         switch peer.kind {
         case .local: logger.debug("USB/IP connection")
-        case .unidentified: logger.notice("USB/IP connection from a loopback peer the kernel cannot name: no key is offered")
+        case .unidentified:
+            // Info, not notice: a peer that connects and closes at once ends here, and may do so in a loop.
+            logger.info("USB/IP connection from a loopback peer the kernel cannot name: no key is offered")
         case .remote:
             logger.notice("USB/IP connection from another host: it may attach what \(Caller.daemon) may attach")
         }
