@@ -27,6 +27,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -77,6 +78,16 @@ def owned_directory(path: Path, mode: int = 0o700) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     path.chmod(mode)
     return path
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """When the suite acts as lk-owner, its temporary directories live in a directory of
+    this run's own, not in /tmp/pytest-of-root: every pytest run as root (another suite,
+    another checkout's) resets that one to 0700, which would lock lk-owner out of the
+    state directories of a daemon still running."""
+    if OWNER is not None and not config.option.basetemp:
+        config.option.basetemp = tempfile.mkdtemp(prefix="latchkey-pytest-")
 
 
 @pytest.fixture(scope="session", autouse=True)
