@@ -114,7 +114,7 @@ let package = Package(
             name: "LatchkeyDaemon",
             dependencies: [
                 "CBOR", "CTAPHID", "CTAP", "LatchkeyCrypto", "LatchkeyStore", "USBIP", "LatchkeyUHID", "CZlib",
-                "LatchkeyNames", "CMalloc",
+                "LatchkeyNames", "LatchkeySystem", "CMalloc",
                 nioCore, .product(name: "NIOPosix", package: "swift-nio"), nioHTTP1,
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"), logging, serviceLifecycle, hummingbird,
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -143,8 +143,8 @@ let package = Package(
         .target(
             name: "LatchkeyWebDriver",
             dependencies: [
-                "LatchkeyNames", hummingbird, .product(name: "HTTPTypes", package: "swift-http-types"), asyncHTTPClient,
-                nioCore, nioHTTP1, logging, serviceLifecycle,
+                "LatchkeyNames", "LatchkeySystem", hummingbird, .product(name: "HTTPTypes", package: "swift-http-types"),
+                asyncHTTPClient, nioCore, nioHTTP1, logging, serviceLifecycle,
             ],
             path: "Sources/latchkey-webdriver/Intermediary",
             swiftSettings: daemonSettings
@@ -169,7 +169,7 @@ let package = Package(
         .testTarget(name: "LatchkeySystemTests", dependencies: ["LatchkeySystem"]),
         .testTarget(
             name: "LatchkeyWebDriverTests",
-            dependencies: ["LatchkeyWebDriver", "LatchkeyNames", nioCore]
+            dependencies: ["LatchkeyWebDriver", "LatchkeyNames", nioCore, .product(name: "NIOPosix", package: "swift-nio")]
         ),
         .testTarget(
             name: "LatchkeyDaemonTests",

@@ -24,6 +24,7 @@
 // export-needs-pin, export-pin-refused (docs/access.md).
 
 import Glibc
+import LatchkeySystem
 
 /// A local process asking something of the daemon, as the kernel identifies it.
 public struct Caller: Sendable, Hashable, CustomStringConvertible {
@@ -192,27 +193,11 @@ extension KeyAccess {
 
 /// User names for messages: "uid 1001 (bob)", or "uid 1001" when the account has no name.
 public enum AccountNames {
-    public static func describe(uid: UInt32) -> String {
-        if let name = name(of: uid) { return "uid \(uid) (\(name))" }
-        return "uid \(uid)"
-    }
+    public static func describe(uid: UInt32) -> String { Accounts.describe(uid: uid) }
 
     /// The account's name from the password database, nil when there is none.
-    public static func name(of uid: UInt32) -> String? {
-        var entry = passwd()
-        var result: UnsafeMutablePointer<passwd>?
-        var buffer = [CChar](repeating: 0, count: 1024)
-        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, let result else { return nil }
-        return String(cString: result.pointee.pw_name)
-    }
+    public static func name(of uid: UInt32) -> String? { Accounts.name(of: uid) }
 
     /// The uid of the account named `name`, or `name` read as a number.
-    public static func uid(of name: String) -> UInt32? {
-        if let number = UInt32(name) { return number }
-        var entry = passwd()
-        var result: UnsafeMutablePointer<passwd>?
-        var buffer = [CChar](repeating: 0, count: 1024)
-        guard getpwnam_r(name, &entry, &buffer, buffer.count, &result) == 0, let result else { return nil }
-        return result.pointee.pw_uid
-    }
+    public static func uid(of name: String) -> UInt32? { UInt32(name) ?? Accounts.uid(of: name) }
 }

@@ -89,7 +89,7 @@ actor KeyManager {
                 logger.warning("ignoring a directory that is not a key name", metadata: ["entry": "\(entry.debugDescription)"])
                 continue
             }
-            guard keys[name] == nil, let data = FileManager.default.contents(atPath: state.marker(of: name)),
+            guard keys[name] == nil, let data = state.readMarker(of: name),
                 let request = try? JSONDecoder().decode(CreateKeyRequest.self, from: data)
             else { continue }
             guard request.name == name.rawValue else {
@@ -599,7 +599,7 @@ actor KeyManager {
     {
         let managed = try managed(name, .use, by: caller)
         managed.key.presence.isUserVerified = value
-        if !managed.fromConfiguration, let data = FileManager.default.contents(atPath: state.marker(of: name)),
+        if !managed.fromConfiguration, let data = state.readMarker(of: name),
             var request = try? JSONDecoder().decode(CreateKeyRequest.self, from: data)
         {
             request.isUserVerified = value
