@@ -10,7 +10,6 @@
 
 import CTAP
 import Foundation
-import Glibc
 import LatchkeyNames
 import Logging
 import Synchronization
@@ -40,8 +39,9 @@ actor KeyManager {
         var key: VirtualKey
         var attachment: any KeyAttachment
         var fromConfiguration: Bool
+
         /// The uid the key belongs to (its configuration's, or the daemon's).
-        var owner: UInt32
+        var owner: UInt32 { key.owner }
     }
 
     private let configuration: DaemonConfiguration
@@ -118,20 +118,15 @@ actor KeyManager {
 
     @discardableResult
     private func open(_ key: KeyConfiguration, fromConfiguration: Bool) async throws -> Managed {
-        let owner = key.owner ?? getuid()
         let virtualKey = try VirtualKey(
             configuration: key, directory: try state.makeKeyDirectory(key.name), masterKey: masterKey,
             defaults: configuration, board: board, events: events, logger: logger
         )
         // Known before the key can publish anything: its events go to its owner.
+        let owner = virtualKey.owner
         owners[key.name.rawValue] = owner
         let attachment = await transports.attach(virtualKey)
-        let managed = Managed(
-            key: virtualKey,
-            attachment: attachment,
-            fromConfiguration: fromConfiguration,
-            owner: owner
-        )
+        let managed = Managed(key: virtualKey, attachment: attachment, fromConfiguration: fromConfiguration)
         keys[key.name] = managed
         order.append(key.name)
         logger.info(
