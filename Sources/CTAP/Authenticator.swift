@@ -264,7 +264,7 @@ public actor Authenticator {
             case .reset:
                 try await reset()
             case .selection:
-                try await collectPresence(PresenceRequest(operation: .selection))
+                try await selection()
             default:
                 throw CTAPStatus.invalidCommand
             }
