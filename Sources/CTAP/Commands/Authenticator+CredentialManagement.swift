@@ -10,6 +10,15 @@
 import CBOR
 import LatchkeyCrypto
 
+/// What a GetNext subcommand continues: the rest of an enumeration, kept only
+/// while credentialManagement commands follow one another (§6.8.3, §6.8.4).
+enum CredentialManagementEnumeration: Sendable {
+    /// enumerateRPsBegin's remaining RPs.
+    case relyingParties([StoredCredential])
+    /// enumerateCredentialsBegin's remaining credentials.
+    case credentials([StoredCredential])
+}
+
 extension Authenticator {
     // MARK: - authenticatorCredentialManagement (CTAP 2.1 §6.8)
 

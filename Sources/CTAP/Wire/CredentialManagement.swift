@@ -133,12 +133,3 @@ public struct CredentialManagementResponse: Sendable {
         CBORValue.intMap(entries).encode(into: &out)
     }
 }
-
-/// What a GetNext subcommand continues: the rest of an enumeration, kept only
-/// while credentialManagement commands follow one another (§6.8.3, §6.8.4).
-enum CredentialManagementEnumeration: Sendable {
-    /// enumerateRPsBegin's remaining RPs.
-    case relyingParties([StoredCredential])
-    /// enumerateCredentialsBegin's remaining credentials.
-    case credentials([StoredCredential])
-}
