@@ -138,8 +138,7 @@ struct PinUvAuthTokenState: Sendable {
 extension Authenticator {
     // MARK: - authenticatorClientPIN (CTAP 2.1 §6.5.5)
 
-    func clientPIN(_ cbor: CBORValue) async throws(CTAPStatus) -> ClientPINResponse {
-        let request = try reading { () throws(CBORError) in try ClientPINRequest(cbor: cbor) }
+    func clientPIN(_ request: ClientPINRequest) async throws(CTAPStatus) -> ClientPINResponse {
         switch ClientPINSubcommand(rawValue: request.subCommand) {
         case .getPINRetries: return try getPINRetries()
         case .getKeyAgreement: return try getKeyAgreement(request)

@@ -22,10 +22,9 @@ enum CredentialManagementEnumeration: Sendable {
 extension Authenticator {
     // MARK: - authenticatorCredentialManagement (CTAP 2.1 §6.8)
 
-    func credentialManagement(_ cbor: CBORValue, from origin: RequestOrigin) throws(CTAPStatus)
+    func credentialManagement(_ request: CredentialManagementRequest, from origin: RequestOrigin) throws(CTAPStatus)
         -> CredentialManagementResponse
     {
-        let request = try reading { () throws(CBORError) in try CredentialManagementRequest(cbor: cbor) }
         let subCommand = CredentialManagementSubcommand(rawValue: request.subCommand)
         // An enumeration continues only with its own GetNext (§6.8.3, §6.8.4:
         // the state lasts between consecutive calls), from the conversation

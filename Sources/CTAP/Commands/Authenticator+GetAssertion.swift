@@ -10,10 +10,10 @@ import LatchkeyCrypto
 extension Authenticator {
     // MARK: - authenticatorGetAssertion (CTAP 2.1 §6.2.2)
 
-    func getAssertion(_ cbor: CBORValue, from origin: RequestOrigin) async throws(CTAPStatus) -> GetAssertionResponse {
-        let request = try reading { () throws(CBORError) in
-            try GetAssertionRequest(cbor: cbor, offering: configuration.enabledExtensions)
-        }
+    func getAssertion(
+        _ request: GetAssertionRequest,
+        from origin: RequestOrigin
+    ) async throws(CTAPStatus) -> GetAssertionResponse {
         guard request.clientDataHash.count == 32 else { throw .invalidLength }
 
         // Steps 1–2: touch probe and pinUvAuthProtocol.

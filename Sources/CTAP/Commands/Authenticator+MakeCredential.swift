@@ -9,10 +9,7 @@ import LatchkeyCrypto
 extension Authenticator {
     // MARK: - authenticatorMakeCredential (CTAP 2.1 §6.1.2)
 
-    func makeCredential(_ cbor: CBORValue) async throws(CTAPStatus) -> MakeCredentialResponse {
-        let request = try reading { () throws(CBORError) in
-            try MakeCredentialRequest(cbor: cbor, offering: configuration.enabledExtensions)
-        }
+    func makeCredential(_ request: MakeCredentialRequest) async throws(CTAPStatus) -> MakeCredentialResponse {
         guard request.clientDataHash.count == 32 else { throw .invalidLength }
         // A user handle is 1 to 64 bytes (WebAuthn §5.4.3, CTAP 2.1 §6.1); an
         // empty one breaks platforms at getAssertion (w3c/webauthn#1536), so it

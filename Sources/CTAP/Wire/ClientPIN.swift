@@ -40,7 +40,7 @@ public enum ClientPINSubcommand: UInt64, Sendable {
 /// Which of the optional keys a subcommand needs is its handler's check, in
 /// its step 1 (CTAP2_ERR_MISSING_PARAMETER). The content of `keyAgreement` is
 /// checked by `decapsulate` (CTAP1_ERR_INVALID_PARAMETER), only its type here.
-public struct ClientPINRequest: Sendable {
+public struct ClientPINRequest: Sendable, CBORDecodable {
     public var pinUvAuthProtocol: UInt64?
     public var subCommand: UInt64
     public var keyAgreement: CBORValue?
@@ -77,23 +77,23 @@ public struct ClientPINRequest: Sendable {
 /// | 0x03 | pinRetries      | unsigned |
 /// | 0x04 | powerCycleState | boolean |
 /// | 0x05 | uvRetries       | unsigned |
-public struct ClientPINResponse: Sendable {
+public struct ClientPINResponse: Sendable, CBOREncodable {
     public var keyAgreement: CBORValue?
     public var pinUvAuthToken: [UInt8]?
     public var pinRetries: Int?
     public var powerCycleState: Bool?
     public var uvRetries: Int?
 
-    /// Appends the response map, or nothing when no member is set.
-    public func encode(into out: inout [UInt8]) {
+    /// The response map of the members that are set; without any, the
+    /// engine answers with the status alone.
+    public var cbor: CBORValue {
         var entries: [(Int, CBORValue)] = []
         if let keyAgreement { entries.append((0x01, keyAgreement)) }
         if let pinUvAuthToken { entries.append((0x02, .bytes(pinUvAuthToken))) }
         if let pinRetries { entries.append((0x03, .int(pinRetries))) }
         if let powerCycleState { entries.append((0x04, .boolean(powerCycleState))) }
         if let uvRetries { entries.append((0x05, .int(uvRetries))) }
-        guard !entries.isEmpty else { return }
-        CBORValue.intMap(entries).encode(into: &out)
+        return .intMap(entries)
     }
 }
 

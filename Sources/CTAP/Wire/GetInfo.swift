@@ -1,7 +1,7 @@
 // authenticatorGetInfo (0x04), CTAP 2.1 §6.4: the response map. What goes in
 // it is Authenticator+GetInfo.swift's business.
 
-import CBOR
+public import CBOR
 
 /// The authenticatorGetInfo response (CTAP 2.1 §6.4). Only what latchkey does
 /// is advertised.
@@ -39,7 +39,7 @@ import CBOR
 /// (optional; built-in UV has no failure count to report), 0x18
 /// longTouchForReset (absent is false), 0x1A transportsForReset (absent is
 /// every transport in 0x09) and 0x1C pinComplexityPolicyURL (no policy).
-public struct GetInfoResponse: Sendable {
+public struct GetInfoResponse: Sendable, CBOREncodable {
     public var versions: [String]
     public var extensions: [String]
     public var aaguid: [UInt8]
@@ -72,8 +72,8 @@ public struct GetInfoResponse: Sendable {
     /// The authenticatorConfig subcommands this key accepts.
     public var authenticatorConfigCommands: [UInt64]
 
-    /// Appends the response map.
-    public func encode(into out: inout [UInt8]) {
+    /// The response map.
+    public var cbor: CBORValue {
         var entries: [(Int, CBORValue)] = [
             (0x01, .array(versions.map { .text($0) })),
             (0x02, .array(extensions.map { .text($0) })),
@@ -102,6 +102,6 @@ public struct GetInfoResponse: Sendable {
         entries += [(0x1B, .boolean(pinComplexityPolicy)), (0x1D, .int(maxPINLength))]
         if let encCredStoreState { entries.append((0x1E, .bytes(encCredStoreState))) }
         entries.append((0x1F, .array(authenticatorConfigCommands.map { .unsigned($0) })))
-        CBORValue.intMap(entries).encode(into: &out)
+        return .intMap(entries)
     }
 }

@@ -24,7 +24,7 @@
 // public key, with {3: alg, 4: flags} as the inner authData's previewSign
 // output); getAssertion's signed {6: signature}.
 
-import CBOR
+public import CBOR
 
 /// The algorithms previewSign generates keys for, in the order a request's
 /// list is tried against (the request's own order decides).
@@ -89,14 +89,15 @@ public struct PreviewSignFlags: Sendable, Equatable {
 }
 
 /// The previewSign input of makeCredential (generateKey).
-public struct PreviewSignGenerateKeyInput: Sendable {
+public struct PreviewSignGenerateKeyInput: Sendable, CBORDecodable {
     /// 3, algorithms: COSE identifiers, most preferred first.
     public var algorithms: [Int]
     /// 4, flags, as sent (checked by the command: a bad value is an option
     /// error, not a type error).
     public var flags: UInt64
 
-    init(cbor: CBORValue) throws(CBORError) {
+    /// Reads the map.
+    public init(cbor: CBORValue) throws(CBORError) {
         let map = try cbor.mapValue("previewSign")
         var algorithms: [Int] = []
         for element in try map.required(0x03, "previewSign.algorithms").arrayValue("previewSign.algorithms") {
@@ -110,7 +111,7 @@ public struct PreviewSignGenerateKeyInput: Sendable {
 /// The previewSign input of getAssertion (sign). keyHandle and tbs are
 /// optional here because their absence is CTAP2_ERR_INVALID_OPTION, which
 /// the command answers.
-public struct PreviewSignSignInput: Sendable {
+public struct PreviewSignSignInput: Sendable, CBORDecodable {
     /// 2, keyHandle.
     public var keyHandle: [UInt8]?
     /// 6, tbs.
@@ -118,7 +119,8 @@ public struct PreviewSignSignInput: Sendable {
     /// 7, additionalArgs: encoded COSE_Sign_Args.
     public var additionalArgs: [UInt8]?
 
-    init(cbor: CBORValue) throws(CBORError) {
+    /// Reads the map.
+    public init(cbor: CBORValue) throws(CBORError) {
         let map = try cbor.mapValue("previewSign")
         keyHandle = try map[int: 0x02]?.bytesValue("previewSign.keyHandle")
         tbs = try map[int: 0x06]?.bytesValue("previewSign.tbs")
@@ -128,7 +130,7 @@ public struct PreviewSignSignInput: Sendable {
 
 /// COSE_Sign_Args for ESP256-split-ARKG (draft-bradleylundberg-cfrg-arkg-10
 /// §8.4): {3: alg, -1: kh, -2: ctx}; other keys are ignored.
-struct ARKGSignArguments: Sendable {
+struct ARKGSignArguments: Sendable, CBORDecodable {
     /// 3, alg; nil when absent.
     var alg: Int?
     /// -1, the ARKG key handle.
