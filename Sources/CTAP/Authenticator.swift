@@ -243,28 +243,31 @@ public actor Authenticator {
             let parameters = Array(request.dropFirst())
             switch command {
             case .makeCredential:
-                try await makeCredential(decode(parameters)).encode(into: &response)
+                let offered = configuration.enabledExtensions
+                append(try await makeCredential(decode(parameters, offering: offered)), to: &response)
             case .getAssertion:
-                try await getAssertion(decode(parameters), from: origin).encode(into: &response)
+                let offered = configuration.enabledExtensions
+                append(try await getAssertion(decode(parameters, offering: offered), from: origin), to: &response)
             case .getNextAssertion:
-                try getNextAssertion(from: origin).encode(into: &response)
+                append(try getNextAssertion(from: origin), to: &response)
             case .getInfo:
-                try getInfo().encode(into: &response)
+                append(try getInfo(), to: &response)
             case .clientPIN:
-                try await clientPIN(decode(parameters)).encode(into: &response)
+                append(try await clientPIN(decode(parameters)), to: &response)
             case .credentialManagement, .credentialManagementPreview:
                 // The prototype command (0x41) of pre-2.1 clients is answered
                 // the same way: its subcommands are a subset with the same numbers.
-                try credentialManagement(decode(parameters), from: origin).encode(into: &response)
+                append(try credentialManagement(decode(parameters), from: origin), to: &response)
             case .largeBlobs:
                 guard configuration.largeBlobs else { throw CTAPStatus.invalidCommand }
-                try largeBlobs(decode(parameters), from: origin)?.encode(into: &response)
+                // A write answers with the status alone.
+                if let read = try largeBlobs(decode(parameters), from: origin) { append(read, to: &response) }
             case .config:
                 try authenticatorConfig(decode(parameters))
             case .reset:
                 try await reset()
             case .selection:
-                try await collectPresence(PresenceRequest(operation: .selection))
+                try await selection()
             default:
                 throw CTAPStatus.invalidCommand
             }
@@ -274,10 +277,41 @@ public actor Authenticator {
         }
     }
 
-    /// Decodes the parameter map of a command; an empty body is a missing parameter.
-    private func decode(_ parameters: [UInt8]) throws(CTAPStatus) -> CBORValue {
+    /// Reads a command's parameters as its request: strict CBOR first, then
+    /// the typed read; either failure answers with its status
+    /// (StatusMapping.swift), and an empty body is a missing parameter. A
+    /// request that carries extension inputs takes the overload below.
+    private func decode<Request: CBORDecodable>(_ parameters: [UInt8]) throws(CTAPStatus) -> Request {
+        try decode(parameters) { cbor throws(CBORError) in try Request(cbor: cbor) }
+    }
+
+    /// Reads a request that carries extension inputs (makeCredential,
+    /// getAssertion) with the inputs of `extensions`, the key's offered set,
+    /// only: `ExtensionInputsDecodable` says why that is part of reading.
+    private func decode<Request: ExtensionInputsDecodable>(
+        _ parameters: [UInt8],
+        offering extensions: Set<String>
+    ) throws(CTAPStatus) -> Request {
+        try decode(parameters) { cbor throws(CBORError) in try Request(cbor: cbor, offering: extensions) }
+    }
+
+    /// What both overloads do around their typed read.
+    private func decode<Request>(
+        _ parameters: [UInt8],
+        _ read: (CBORValue) throws(CBORError) -> Request
+    ) throws(CTAPStatus) -> Request {
         guard !parameters.isEmpty else { throw .missingParameter }
-        return try reading { () throws(CBORError) in try CBORDecoder().decode(parameters) }
+        return try reading { () throws(CBORError) in try read(CBORDecoder().decode(parameters)) }
+    }
+
+    /// Appends a command's response map after the status byte. A response
+    /// without members is the status alone (setPIN, changePIN,
+    /// deleteCredential and updateUserInformation answer so), never an
+    /// empty map.
+    private func append(_ body: some CBOREncodable, to response: inout [UInt8]) {
+        let map = body.cbor
+        guard map != .map([]) else { return }
+        map.encode(into: &response)
     }
 
     // MARK: - Shared steps

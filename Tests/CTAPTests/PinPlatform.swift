@@ -190,13 +190,15 @@ extension TestKey {
     func setPIN(_ pin: String, protocol version: Int = 2) async throws -> CTAPStatus {
         let platform = try await platform(version)
         let newPinEnc = platform.encrypt(paddedPIN(pin))
-        return try await send(
+        let (status, body) = try await send(
             .clientPIN,
             Self.clientPINRequest(
                 protocol: version, 3, keyAgreement: platform.keyAgreement,
                 pinUvAuthParam: platform.authenticate(newPinEnc), newPinEnc: newPinEnc
             )
-        ).0
+        )
+        #expect(body == nil, "setPIN answers with the status alone")
+        return status
     }
 
     /// changePIN as a client sends it.
@@ -204,14 +206,16 @@ extension TestKey {
         let platform = try await platform(version)
         let newPinEnc = platform.encrypt(paddedPIN(new))
         let pinHashEnc = platform.encrypt(pinHash(old))
-        return try await send(
+        let (status, body) = try await send(
             .clientPIN,
             Self.clientPINRequest(
                 protocol: version, 4, keyAgreement: platform.keyAgreement,
                 pinUvAuthParam: platform.authenticate(newPinEnc + pinHashEnc), newPinEnc: newPinEnc,
                 pinHashEnc: pinHashEnc
             )
-        ).0
+        )
+        #expect(body == nil, "changePIN answers with the status alone")
+        return status
     }
 
     /// A pinUvAuthToken: getPinUvAuthTokenUsingPinWithPermissions when

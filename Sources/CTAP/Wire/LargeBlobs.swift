@@ -17,7 +17,7 @@ public import CBOR
 /// checks: the spec answers an absent `offset` with
 /// CTAP1_ERR_INVALID_PARAMETER (§6.10.2 step 1), not MISSING_PARAMETER, so
 /// it is read as optional here. Only the types are checked here.
-public struct LargeBlobsRequest: Sendable {
+public struct LargeBlobsRequest: Sendable, CBORDecodable {
     /// The number of bytes to read.
     public var get: UInt64?
     /// A fragment to write.
@@ -47,11 +47,9 @@ public struct LargeBlobsRequest: Sendable {
 /// | key  | name   | type |
 /// |------|--------|------|
 /// | 0x01 | config | bytes: part of the serialized large-blob array |
-public struct LargeBlobsResponse: Sendable {
+public struct LargeBlobsResponse: Sendable, CBOREncodable {
     public var config: [UInt8]
 
-    /// Appends the response map.
-    public func encode(into out: inout [UInt8]) {
-        CBORValue.intMap([(0x01, .bytes(config))]).encode(into: &out)
-    }
+    /// The response map.
+    public var cbor: CBORValue { .intMap([(0x01, .bytes(config))]) }
 }

@@ -16,8 +16,7 @@ enum ConfigSecret {
 extension Authenticator {
     // MARK: - authenticatorConfig (CTAP 2.1 §6.11)
 
-    func authenticatorConfig(_ cbor: CBORValue) throws(CTAPStatus) {
-        let request = try reading { () throws(CBORError) in try AuthenticatorConfigRequest(cbor: cbor) }
+    func authenticatorConfig(_ request: AuthenticatorConfigRequest) throws(CTAPStatus) {
         // A subcommand latchkey does not implement is refused before any
         // token is looked at: there is nothing to authorize. Enterprise
         // attestation needs an enterprise certificate, which only keys

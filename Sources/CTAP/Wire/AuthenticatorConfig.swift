@@ -31,7 +31,7 @@ public enum AuthenticatorConfigSubcommand: UInt64, Sendable, CaseIterable {
 /// | 0x01 | newMinPINLength   | unsigned |
 /// | 0x02 | minPinLengthRPIDs | array of text |
 /// | 0x03 | forceChangePin    | boolean |
-public struct AuthenticatorConfigRequest: Sendable {
+public struct AuthenticatorConfigRequest: Sendable, CBORDecodable {
     public var subCommand: UInt64
     /// subCommandParams exactly as sent (the decoder accepts only canonical
     /// CBOR, so this encodes to the bytes the platform authenticated).

@@ -16,7 +16,8 @@
 // | pin.persistentToken | the persistent pinUvAuthToken (32 bytes), see Authenticator+PersistentToken.swift |
 //
 // Per power cycle, in memory: the key agreement keys, the pinUvAuthTokens and
-// their state, and the count of consecutive mismatches (`PinUvAuthSession`).
+// their state with its usage timer (`PinUvAuthTokenState`), and the count of
+// consecutive mismatches (`PinUvAuthSession`).
 
 import CBOR
 import LatchkeyCrypto
@@ -73,11 +74,71 @@ struct PinUvAuthSession: Sendable {
     }
 }
 
+/// The pinUvAuthToken state (CTAP 2.1 §6.5.2.1–§6.5.2.2), shared by both
+/// protocols: whether a token is in use, its permissions and permissions RP
+/// ID, the user verified flag, and the usage timer.
+///
+/// The user present flag is not modelled: a token obtained with a PIN starts
+/// with it false (beginUsingPinUvAuthToken(userIsPresent: false)) and only
+/// built-in UV, which latchkey lacks, could set it, so every operation with a
+/// token still asks for a touch.
+struct PinUvAuthTokenState: Sendable {
+    /// initialUsageTimeLimit for USB (§6.5.2.1: 30 s): a token not used by then expires.
+    static let initialUsageTimeLimit: UInt64 = 30_000
+    /// maxUsageTimePeriod (§6.5.2.1 suggests 10 minutes): no token outlives it.
+    static let maxUsageTimePeriod: UInt64 = 600_000
+
+    private(set) var inUse = false
+    var permissions: PinUvAuthTokenPermissions = []
+    var permissionsRpId: String?
+    private(set) var userVerified = false
+    private var startedAt: UInt64 = 0
+    private var used = false
+
+    /// beginUsingPinUvAuthToken(userIsPresent: false): starts the usage timer.
+    mutating func beginUsing(at now: UInt64) {
+        self = PinUvAuthTokenState()
+        inUse = true
+        userVerified = true
+        startedAt = now
+    }
+
+    /// stopUsingPinUvAuthToken(): the token is no longer usable.
+    mutating func stopUsing() {
+        self = PinUvAuthTokenState()
+    }
+
+    /// pinUvAuthTokenUsageTimerObserver(): stops a token that was not used
+    /// within the initial usage time limit, or that reached the maximum usage
+    /// time period. Run before a token is looked at.
+    mutating func observe(at now: UInt64) {
+        guard inUse else { return }
+        let elapsed = now &- startedAt
+        if (!used && elapsed > Self.initialUsageTimeLimit) || elapsed > Self.maxUsageTimePeriod {
+            stopUsing()
+        }
+    }
+
+    /// A pinUvAuthParam was verified with the token: the initial usage limit
+    /// no longer applies.
+    mutating func markUsed() {
+        used = true
+    }
+
+    /// The clears that end a makeCredential or getAssertion that collected
+    /// user presence (§6.1.2 step 13, §6.2.2 step 9): clearUserVerifiedFlag()
+    /// and clearPinUvAuthTokenPermissionsExceptLbw().
+    mutating func clearAfterUserPresence() {
+        guard inUse else { return }
+        userVerified = false
+        permissions = permissions.intersection(.largeBlobWrite)
+    }
+}
+
 extension Authenticator {
     // MARK: - authenticatorClientPIN (CTAP 2.1 §6.5.5)
 
-    func clientPIN(_ cbor: CBORValue) async throws(CTAPStatus) -> ClientPINResponse {
-        let request = try reading { () throws(CBORError) in try ClientPINRequest(cbor: cbor) }
+    func clientPIN(_ request: ClientPINRequest) async throws(CTAPStatus) -> ClientPINResponse {
         switch ClientPINSubcommand(rawValue: request.subCommand) {
         case .getPINRetries: return try getPINRetries()
         case .getKeyAgreement: return try getKeyAgreement(request)

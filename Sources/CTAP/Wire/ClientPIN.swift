@@ -1,6 +1,6 @@
 // authenticatorClientPIN (0x06), CTAP 2.1 §6.5: the request and response maps,
-// the subcommands, the pinUvAuthToken permissions and the pinUvAuthToken state
-// (§6.5.2) with its usage timer.
+// the subcommands and the pinUvAuthToken permissions. The token's state
+// (§6.5.2) with its usage timer is the command's (Authenticator+ClientPIN.swift).
 
 public import CBOR
 
@@ -40,7 +40,7 @@ public enum ClientPINSubcommand: UInt64, Sendable {
 /// Which of the optional keys a subcommand needs is its handler's check, in
 /// its step 1 (CTAP2_ERR_MISSING_PARAMETER). The content of `keyAgreement` is
 /// checked by `decapsulate` (CTAP1_ERR_INVALID_PARAMETER), only its type here.
-public struct ClientPINRequest: Sendable {
+public struct ClientPINRequest: Sendable, CBORDecodable {
     public var pinUvAuthProtocol: UInt64?
     public var subCommand: UInt64
     public var keyAgreement: CBORValue?
@@ -77,23 +77,23 @@ public struct ClientPINRequest: Sendable {
 /// | 0x03 | pinRetries      | unsigned |
 /// | 0x04 | powerCycleState | boolean |
 /// | 0x05 | uvRetries       | unsigned |
-public struct ClientPINResponse: Sendable {
+public struct ClientPINResponse: Sendable, CBOREncodable {
     public var keyAgreement: CBORValue?
     public var pinUvAuthToken: [UInt8]?
     public var pinRetries: Int?
     public var powerCycleState: Bool?
     public var uvRetries: Int?
 
-    /// Appends the response map, or nothing when no member is set.
-    public func encode(into out: inout [UInt8]) {
+    /// The response map of the members that are set; without any, the
+    /// engine answers with the status alone.
+    public var cbor: CBORValue {
         var entries: [(Int, CBORValue)] = []
         if let keyAgreement { entries.append((0x01, keyAgreement)) }
         if let pinUvAuthToken { entries.append((0x02, .bytes(pinUvAuthToken))) }
         if let pinRetries { entries.append((0x03, .int(pinRetries))) }
         if let powerCycleState { entries.append((0x04, .boolean(powerCycleState))) }
         if let uvRetries { entries.append((0x05, .int(uvRetries))) }
-        guard !entries.isEmpty else { return }
-        CBORValue.intMap(entries).encode(into: &out)
+        return .intMap(entries)
     }
 }
 
@@ -132,65 +132,4 @@ public struct PinUvAuthTokenPermissions: OptionSet, Sendable, Hashable {
         .makeCredential, .getAssertion, .credentialManagement, .largeBlobWrite, .authenticatorConfiguration,
         .persistentCredentialManagementReadOnly,
     ]
-}
-
-/// The pinUvAuthToken state (CTAP 2.1 §6.5.2.1–§6.5.2.2), shared by both
-/// protocols: whether a token is in use, its permissions and permissions RP
-/// ID, the user verified flag, and the usage timer.
-///
-/// The user present flag is not modelled: a token obtained with a PIN starts
-/// with it false (beginUsingPinUvAuthToken(userIsPresent: false)) and only
-/// built-in UV, which latchkey lacks, could set it, so every operation with a
-/// token still asks for a touch.
-struct PinUvAuthTokenState: Sendable {
-    /// initialUsageTimeLimit for USB (§6.5.2.1: 30 s): a token not used by then expires.
-    static let initialUsageTimeLimit: UInt64 = 30_000
-    /// maxUsageTimePeriod (§6.5.2.1 suggests 10 minutes): no token outlives it.
-    static let maxUsageTimePeriod: UInt64 = 600_000
-
-    private(set) var inUse = false
-    var permissions: PinUvAuthTokenPermissions = []
-    var permissionsRpId: String?
-    private(set) var userVerified = false
-    private var startedAt: UInt64 = 0
-    private var used = false
-
-    /// beginUsingPinUvAuthToken(userIsPresent: false): starts the usage timer.
-    mutating func beginUsing(at now: UInt64) {
-        self = PinUvAuthTokenState()
-        inUse = true
-        userVerified = true
-        startedAt = now
-    }
-
-    /// stopUsingPinUvAuthToken(): the token is no longer usable.
-    mutating func stopUsing() {
-        self = PinUvAuthTokenState()
-    }
-
-    /// pinUvAuthTokenUsageTimerObserver(): stops a token that was not used
-    /// within the initial usage time limit, or that reached the maximum usage
-    /// time period. Run before a token is looked at.
-    mutating func observe(at now: UInt64) {
-        guard inUse else { return }
-        let elapsed = now &- startedAt
-        if (!used && elapsed > Self.initialUsageTimeLimit) || elapsed > Self.maxUsageTimePeriod {
-            stopUsing()
-        }
-    }
-
-    /// A pinUvAuthParam was verified with the token: the initial usage limit
-    /// no longer applies.
-    mutating func markUsed() {
-        used = true
-    }
-
-    /// The clears that end a makeCredential or getAssertion that collected
-    /// user presence (§6.1.2 step 13, §6.2.2 step 9): clearUserVerifiedFlag()
-    /// and clearPinUvAuthTokenPermissionsExceptLbw().
-    mutating func clearAfterUserPresence() {
-        guard inUse else { return }
-        userVerified = false
-        permissions = permissions.intersection(.largeBlobWrite)
-    }
 }

@@ -3,7 +3,8 @@
 // PreviewSign.swift): their request inputs, read strictly. Extensions the key
 // does not offer (unknown to latchkey, or switched off for this key) are ignored
 // unread (§6.1.2 step 4, §6.2.2 step 4); an offered one with a value of the
-// wrong type is a CBOR type error, as in any other parameter.
+// wrong type is a CBOR type error, as in any other parameter. Which are offered
+// is context a request's reading takes (`ExtensionInputsDecodable`).
 
 public import CBOR
 
@@ -32,6 +33,42 @@ public enum ExtensionIdentifier {
     /// Every supported identifier, as a set: what a request is read against
     /// when no key's configuration narrows it.
     public static let all = Set(supported)
+}
+
+/// A wire type that carries extension inputs, read against the extensions a
+/// key offers: makeCredential's and getAssertion's requests and their
+/// extensions maps.
+///
+/// Its `CBORDecodable` reading, `init(cbor:)`, offers every extension
+/// latchkey supports: the message as the spec defines it, for callers that
+/// are no particular key (tests, fuzzers, tools). The engine reads with its
+/// key's own set (`init(cbor:offering:)`) and cannot leave that to a later
+/// step: the input of an extension the key does not offer must be ignored
+/// unread (CTAP 2.1 §6.1.2 step 4, §6.2.2 step 4), so a malformed one is no
+/// error on that key, while an offered one is read where the spec reads it,
+/// among the other parameters, so that which of two malformed parameters
+/// answers stays as it was.
+public protocol ExtensionInputsDecodable: CBORDecodable {
+    /// Reads the value, and the inputs of the extensions in `extensions` only.
+    init(cbor: CBORValue, offering extensions: Set<String>) throws(CBORError)
+}
+
+extension ExtensionInputsDecodable {
+    /// Reads the value with every supported extension offered.
+    public init(cbor: CBORValue) throws(CBORError) {
+        try self.init(cbor: cbor, offering: ExtensionIdentifier.all)
+    }
+}
+
+extension CBORValue {
+    /// The value read as `Value`, with the inputs of the extensions in
+    /// `extensions` only.
+    func decoded<Value: ExtensionInputsDecodable>(
+        as _: Value.Type = Value.self,
+        offering extensions: Set<String>
+    ) throws(CBORError) -> Value {
+        try Value(cbor: self, offering: extensions)
+    }
 }
 
 /// credProtect levels (CTAP 2.1 §12.1).
@@ -67,12 +104,18 @@ public enum CredentialProtection: UInt8, Sendable, Comparable {
 /// | 0x02 | saltEnc           | bytes, required |
 /// | 0x03 | saltAuth          | bytes, required |
 /// | 0x04 | pinUvAuthProtocol | unsigned, default 1 |
-public struct HmacSecretInput: Sendable {
+public struct HmacSecretInput: Sendable, CBORDecodable {
     public var keyAgreement: CBORValue
     public var saltEnc: [UInt8]
     public var saltAuth: [UInt8]
     public var pinUvAuthProtocol: UInt64
 
+    /// Reads getAssertion's hmac-secret input.
+    public init(cbor: CBORValue) throws(CBORError) {
+        try self.init(cbor: cbor, ExtensionIdentifier.hmacSecret)
+    }
+
+    /// Reads the map; `what` names the extension in failures.
     init(cbor: CBORValue, _ what: String) throws(CBORError) {
         let map = try cbor.mapValue(what)
         keyAgreement = try map.required(0x01, "\(what).keyAgreement")
@@ -85,7 +128,7 @@ public struct HmacSecretInput: Sendable {
 }
 
 /// The extensions of a makeCredential request latchkey acts on.
-public struct MakeCredentialExtensions: Sendable {
+public struct MakeCredentialExtensions: Sendable, ExtensionInputsDecodable {
     /// credProtect: the level asked for.
     public var credProtect: CredentialProtection?
     /// hmac-secret: true asks for a credential with CredRandom.
@@ -106,11 +149,11 @@ public struct MakeCredentialExtensions: Sendable {
 
     public init() {}
 
-    /// Reads the inputs of the extensions in `offered`; a key configured
-    /// without an extension ignores it unread, as one that never knew it
-    /// would (§6.1.2 step 4).
-    init(entries: [CBORMapEntry], offered: Set<String>) throws(CBORError) {
-        for entry in entries {
+    /// Reads the extensions map, and the inputs of the extensions in
+    /// `offered` only; a key configured without an extension ignores it
+    /// unread, as one that never knew it would (§6.1.2 step 4).
+    public init(cbor: CBORValue, offering offered: Set<String>) throws(CBORError) {
+        for entry in try cbor.mapValue("extensions").entries {
             guard case .text(let identifier) = entry.key, offered.contains(identifier) else { continue }
             switch identifier {
             case ExtensionIdentifier.credProtect:
@@ -146,7 +189,7 @@ public struct MakeCredentialExtensions: Sendable {
 }
 
 /// The extensions of a getAssertion request latchkey acts on.
-public struct GetAssertionExtensions: Sendable {
+public struct GetAssertionExtensions: Sendable, ExtensionInputsDecodable {
     /// hmac-secret: salts to evaluate with the credential's CredRandom.
     public var hmacSecret: HmacSecretInput?
     /// credBlob: true asks for the credential's blob.
@@ -162,14 +205,14 @@ public struct GetAssertionExtensions: Sendable {
 
     public init() {}
 
-    /// Reads the inputs of the extensions in `offered`; others are ignored
-    /// unread (§6.2.2 step 4).
-    init(entries: [CBORMapEntry], offered: Set<String>) throws(CBORError) {
-        for entry in entries {
+    /// Reads the extensions map, and the inputs of the extensions in
+    /// `offered` only; others are ignored unread (§6.2.2 step 4).
+    public init(cbor: CBORValue, offering offered: Set<String>) throws(CBORError) {
+        for entry in try cbor.mapValue("extensions").entries {
             guard case .text(let identifier) = entry.key, offered.contains(identifier) else { continue }
             switch identifier {
             case ExtensionIdentifier.hmacSecret:
-                hmacSecret = try HmacSecretInput(cbor: entry.value, "hmac-secret")
+                hmacSecret = try HmacSecretInput(cbor: entry.value)
             case ExtensionIdentifier.credBlob:
                 credBlob = try entry.value.boolValue("credBlob")
             case ExtensionIdentifier.largeBlobKey:

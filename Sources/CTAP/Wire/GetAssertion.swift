@@ -14,7 +14,7 @@ public import CBOR
 /// | 0x05 | options           | map of booleans |
 /// | 0x06 | pinUvAuthParam    | bytes |
 /// | 0x07 | pinUvAuthProtocol | unsigned |
-public struct GetAssertionRequest: Sendable {
+public struct GetAssertionRequest: Sendable, ExtensionInputsDecodable {
     public var rpId: String
     public var clientDataHash: [UInt8]
     public var allowList: [CredentialDescriptor]
@@ -25,15 +25,13 @@ public struct GetAssertionRequest: Sendable {
 
     /// Reads the request map, and the inputs of the extensions in
     /// `extensions` only.
-    public init(cbor: CBORValue, offering extensions: Set<String> = ExtensionIdentifier.all) throws(CBORError) {
+    public init(cbor: CBORValue, offering extensions: Set<String>) throws(CBORError) {
         let map = try cbor.mapValue("getAssertion parameters")
         rpId = try map.required(0x01, "rpId").textValue("rpId")
         clientDataHash = try map.required(0x02, "clientDataHash").bytesValue("clientDataHash")
-        allowList = try map[int: 0x03].map { list throws(CBORError) in try descriptors(list, "allowList") } ?? []
-        self.extensions = try GetAssertionExtensions(
-            entries: map[int: 0x04]?.mapValue("extensions").entries ?? [], offered: extensions
-        )
-        options = try AuthenticatorOptions(cbor: map[int: 0x05])
+        allowList = try map[int: 0x03]?.arrayValue(of: CredentialDescriptor.self, "allowList") ?? []
+        self.extensions = try map[int: 0x04]?.decoded(offering: extensions) ?? GetAssertionExtensions()
+        options = try map[int: 0x05]?.decoded() ?? AuthenticatorOptions()
         pinUvAuthParam = try map[int: 0x06]?.bytesValue("pinUvAuthParam")
         pinUvAuthProtocol = try map[int: 0x07]?.unsignedValue("pinUvAuthProtocol")
     }
@@ -50,7 +48,7 @@ public struct GetAssertionRequest: Sendable {
 /// | 0x05 | numberOfCredentials | unsigned, first response only, when > 1 |
 /// | 0x06 | userSelected        | never: no account is chosen on the key (it has no display) |
 /// | 0x07 | largeBlobKey        | bytes, with the largeBlobKey extension |
-public struct GetAssertionResponse: Sendable {
+public struct GetAssertionResponse: Sendable, CBOREncodable {
     public var credential: CredentialDescriptor
     public var authData: [UInt8]
     public var signature: [UInt8]
@@ -58,14 +56,14 @@ public struct GetAssertionResponse: Sendable {
     public var numberOfCredentials: Int?
     public var largeBlobKey: [UInt8]?
 
-    /// Appends the response map.
-    public func encode(into out: inout [UInt8]) {
+    /// The response map.
+    public var cbor: CBORValue {
         var entries: [(Int, CBORValue)] = [
             (0x01, credential.cbor), (0x02, .bytes(authData)), (0x03, .bytes(signature)),
         ]
         if let user { entries.append((0x04, user)) }
         if let numberOfCredentials { entries.append((0x05, .int(numberOfCredentials))) }
         if let largeBlobKey { entries.append((0x07, .bytes(largeBlobKey))) }
-        CBORValue.intMap(entries).encode(into: &out)
+        return .intMap(entries)
     }
 }

@@ -1,5 +1,6 @@
 // The WebAuthn structures CTAP requests carry (CTAP 2.1 §6.1 and WebAuthn §5.4):
 // relying party, user and credential descriptors, as CBOR maps with text keys.
+// Each is read from its map and written as one (CBORDecodable, CBOREncodable).
 
 public import CBOR
 
@@ -11,12 +12,19 @@ public struct RelyingPartyEntity: Sendable, Equatable {
     public var name: String?
 }
 
-extension RelyingPartyEntity {
+extension RelyingPartyEntity: CBORDecodable, CBOREncodable {
     /// Reads the map; unknown keys (`icon`) are ignored.
     public init(cbor: CBORValue) throws(CBORError) {
         let map = try cbor.mapValue("rp")
         id = try map.required("id").textValue("rp.id")
         name = try map[text: "name"]?.textValue("rp.name")
+    }
+
+    /// The map form credentialManagement returns: `id`, and `name` when known.
+    public var cbor: CBORValue {
+        var entries: [(String, CBORValue)] = [("id", .text(id))]
+        if let name { entries.append(("name", .text(name))) }
+        return .textMap(entries)
     }
 }
 
@@ -38,7 +46,7 @@ public struct UserEntity: Sendable, Equatable {
     public var displayName: String?
 }
 
-extension UserEntity {
+extension UserEntity: CBORDecodable, CBOREncodable {
     /// Reads the map; unknown keys (`icon`) are ignored.
     public init(cbor: CBORValue) throws(CBORError) {
         let map = try cbor.mapValue("user")
@@ -46,6 +54,9 @@ extension UserEntity {
         name = try map[text: "name"]?.textValue("user.name")
         displayName = try map[text: "displayName"]?.textValue("user.displayName")
     }
+
+    /// The whole entity: `id`, and `name` and `displayName` when known.
+    public var cbor: CBORValue { cbor(identifying: true) }
 
     /// The map form: `id` always; `name` and `displayName` only when
     /// `identifying` (CTAP 2.1 §6.2.2: an assertion names the user only for
@@ -62,7 +73,7 @@ extension UserEntity {
 }
 
 /// PublicKeyCredentialDescriptor: `type` and `id` (required), `transports`.
-public struct CredentialDescriptor: Sendable, Equatable {
+public struct CredentialDescriptor: Sendable, Equatable, CBORDecodable, CBOREncodable {
     /// `type`; only "public-key" names a credential this key can know.
     public var type: String
     /// `id`: the credential ID.
@@ -90,7 +101,7 @@ public struct CredentialDescriptor: Sendable, Equatable {
 }
 
 /// PublicKeyCredentialParameters: `type` and `alg`.
-public struct CredentialParameters: Sendable, Equatable {
+public struct CredentialParameters: Sendable, Equatable, CBORDecodable, CBOREncodable {
     /// `type`.
     public var type: String
     /// `alg`: a COSE algorithm identifier.

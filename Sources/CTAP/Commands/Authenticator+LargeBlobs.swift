@@ -50,8 +50,9 @@ extension Authenticator {
     // MARK: - authenticatorLargeBlobs (CTAP 2.1 §6.10.2)
 
     /// A read answers with a fragment; a write answers with the status alone.
-    func largeBlobs(_ cbor: CBORValue, from origin: RequestOrigin) throws(CTAPStatus) -> LargeBlobsResponse? {
-        let request = try reading { () throws(CBORError) in try LargeBlobsRequest(cbor: cbor) }
+    func largeBlobs(_ request: LargeBlobsRequest, from origin: RequestOrigin) throws(CTAPStatus)
+        -> LargeBlobsResponse?
+    {
         // Steps 1–3: an offset, and exactly one of get and set.
         guard let offset = request.offset else { throw .invalidParameter }
         switch (request.get, request.set) {

@@ -17,7 +17,7 @@ public import CBOR
 /// | 0x09 | pinUvAuthProtocol     | unsigned |
 /// | 0x0A | enterpriseAttestation | unsigned |
 /// | 0x0B | attestationFormatsPreference | array of text (CTAP 2.2) |
-public struct MakeCredentialRequest: Sendable {
+public struct MakeCredentialRequest: Sendable, ExtensionInputsDecodable {
     public var clientDataHash: [UInt8]
     public var rp: RelyingPartyEntity
     public var user: UserEntity
@@ -34,21 +34,16 @@ public struct MakeCredentialRequest: Sendable {
     /// Reads the request map; a missing required key or a value of the wrong
     /// type throws. Only the inputs of the extensions in `extensions` (the
     /// key's offered set) are read; the rest are ignored unread.
-    public init(cbor: CBORValue, offering extensions: Set<String> = ExtensionIdentifier.all) throws(CBORError) {
+    public init(cbor: CBORValue, offering extensions: Set<String>) throws(CBORError) {
         let map = try cbor.mapValue("makeCredential parameters")
         clientDataHash = try map.required(0x01, "clientDataHash").bytesValue("clientDataHash")
         rp = try RelyingPartyEntity(cbor: map.required(0x02, "rp"))
         user = try UserEntity(cbor: map.required(0x03, "user"))
-        var parameters: [CredentialParameters] = []
-        for element in try map.required(0x04, "pubKeyCredParams").arrayValue("pubKeyCredParams") {
-            parameters.append(try CredentialParameters(cbor: element))
-        }
-        pubKeyCredParams = parameters
-        excludeList = try map[int: 0x05].map { list throws(CBORError) in try descriptors(list, "excludeList") } ?? []
-        self.extensions = try MakeCredentialExtensions(
-            entries: map[int: 0x06]?.mapValue("extensions").entries ?? [], offered: extensions
-        )
-        options = try AuthenticatorOptions(cbor: map[int: 0x07])
+        pubKeyCredParams = try map.required(0x04, "pubKeyCredParams")
+            .arrayValue(of: CredentialParameters.self, "pubKeyCredParams")
+        excludeList = try map[int: 0x05]?.arrayValue(of: CredentialDescriptor.self, "excludeList") ?? []
+        self.extensions = try map[int: 0x06]?.decoded(offering: extensions) ?? MakeCredentialExtensions()
+        options = try map[int: 0x07]?.decoded() ?? AuthenticatorOptions()
         pinUvAuthParam = try map[int: 0x08]?.bytesValue("pinUvAuthParam")
         pinUvAuthProtocol = try map[int: 0x09]?.unsignedValue("pinUvAuthProtocol")
         enterpriseAttestation = try map[int: 0x0A]?.unsignedValue("enterpriseAttestation")
@@ -66,7 +61,7 @@ public struct MakeCredentialRequest: Sendable {
 /// | 0x03 | attStmt  | map |
 /// | 0x05 | largeBlobKey | bytes, with the largeBlobKey extension |
 /// | 0x06 | unsignedExtensionOutputs | map, extension identifier to output (CTAP 2.2) |
-public struct MakeCredentialResponse: Sendable {
+public struct MakeCredentialResponse: Sendable, CBOREncodable {
     public var fmt: String
     public var authData: [UInt8]
     public var attStmt: CBORValue
@@ -77,13 +72,13 @@ public struct MakeCredentialResponse: Sendable {
     /// attestation object).
     public var unsignedExtensionOutputs: [(String, CBORValue)] = []
 
-    /// Appends the response map.
-    public func encode(into out: inout [UInt8]) {
+    /// The response map.
+    public var cbor: CBORValue {
         var entries: [(Int, CBORValue)] = [(0x01, .text(fmt)), (0x02, .bytes(authData)), (0x03, attStmt)]
         if let epAtt { entries.append((0x04, .boolean(epAtt))) }
         if let largeBlobKey { entries.append((0x05, .bytes(largeBlobKey))) }
         if !unsignedExtensionOutputs.isEmpty { entries.append((0x06, .textMap(unsignedExtensionOutputs))) }
-        CBORValue.intMap(entries).encode(into: &out)
+        return .intMap(entries)
     }
 }
 
@@ -98,9 +93,10 @@ public struct AuthenticatorOptions: Sendable, Equatable {
     public var uv: Bool?
 }
 
-extension AuthenticatorOptions {
-    init(cbor: CBORValue?) throws(CBORError) {
-        guard let cbor else { return }
+extension AuthenticatorOptions: CBORDecodable {
+    /// Reads the map. A request without one has every option unset
+    /// (`AuthenticatorOptions()`).
+    public init(cbor: CBORValue) throws(CBORError) {
         let map = try cbor.mapValue("options")
         for entry in map.entries {
             let key = try entry.key.textValue("options key")
@@ -112,12 +108,4 @@ extension AuthenticatorOptions {
             }
         }
     }
-}
-
-func descriptors(_ value: CBORValue, _ what: String) throws(CBORError) -> [CredentialDescriptor] {
-    var list: [CredentialDescriptor] = []
-    for element in try value.arrayValue(what) {
-        list.append(try CredentialDescriptor(cbor: element))
-    }
-    return list
 }

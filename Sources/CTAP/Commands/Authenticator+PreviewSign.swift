@@ -114,8 +114,7 @@ extension Authenticator {
             return PreviewSignSigner(key: key.key, tbs: tbs, prehashed: key.algorithm.prehashed)
         }
         guard let encoded = input.additionalArgs else { throw .missingParameter }
-        let arguments = try reading { () throws(CBORError) in try ARKGSignArguments(cbor: CBORDecoder().decode(encoded))
-        }
+        let arguments = try reading { () throws(CBORError) in try ARKGSignArguments(decoding: encoded) }
         guard arguments.alg == PreviewSignAlgorithm.esp256SplitARKG.rawValue,
             let derived = try? ARKGP256.derivePrivateKey(seed, keyHandle: arguments.keyHandle, ctx: arguments.ctx)
         else { throw .invalidCredential }

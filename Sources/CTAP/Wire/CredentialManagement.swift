@@ -47,7 +47,7 @@ public enum CredentialManagementSubcommand: UInt64, Sendable {
 ///
 /// Which parameters a subcommand needs is its handler's check
 /// (CTAP2_ERR_MISSING_PARAMETER), only their types here.
-public struct CredentialManagementRequest: Sendable {
+public struct CredentialManagementRequest: Sendable, CBORDecodable {
     public var subCommand: UInt64
     /// subCommandParams exactly as sent: the decoder accepts only canonical
     /// CBOR, so its encoding is the bytes the platform authenticated.
@@ -66,8 +66,8 @@ public struct CredentialManagementRequest: Sendable {
             let paramsMap = try params.mapValue("subCommandParams")
             subCommandParams = params
             rpIDHash = try paramsMap[int: 0x01]?.bytesValue("rpIDHash")
-            if let descriptor = paramsMap[int: 0x02] { credentialID = try CredentialDescriptor(cbor: descriptor) }
-            if let user = paramsMap[int: 0x03] { self.user = try UserEntity(cbor: user) }
+            credentialID = try paramsMap[int: 0x02]?.decoded()
+            user = try paramsMap[int: 0x03]?.decoded()
         }
         pinUvAuthProtocol = try map[int: 0x03]?.unsignedValue("pinUvAuthProtocol")
         pinUvAuthParam = try map[int: 0x04]?.bytesValue("pinUvAuthParam")
@@ -91,7 +91,7 @@ public struct CredentialManagementRequest: Sendable {
 /// | 0x0A | credProtect                                  | unsigned |
 /// | 0x0B | largeBlobKey                                 | bytes |
 /// | 0x0C | thirdPartyPayment (CTAP 2.2)                 | boolean |
-public struct CredentialManagementResponse: Sendable {
+public struct CredentialManagementResponse: Sendable, CBOREncodable {
     public var existingResidentCredentialsCount: Int?
     public var maxPossibleRemainingResidentCredentialsCount: Int?
     public var rp: RelyingPartyEntity?
@@ -107,38 +107,25 @@ public struct CredentialManagementResponse: Sendable {
 
     public init() {}
 
-    /// Appends the response map, or nothing when no member is set.
-    public func encode(into out: inout [UInt8]) {
+    /// The response map of the members that are set; without any, the
+    /// engine answers with the status alone.
+    public var cbor: CBORValue {
         var entries: [(Int, CBORValue)] = []
         if let existingResidentCredentialsCount { entries.append((0x01, .int(existingResidentCredentialsCount))) }
         if let maxPossibleRemainingResidentCredentialsCount {
             entries.append((0x02, .int(maxPossibleRemainingResidentCredentialsCount)))
         }
-        if let rp {
-            var fields: [(String, CBORValue)] = [("id", .text(rp.id))]
-            if let name = rp.name { fields.append(("name", .text(name))) }
-            entries.append((0x03, .textMap(fields)))
-        }
+        if let rp { entries.append((0x03, rp.cbor)) }
         if let rpIDHash { entries.append((0x04, .bytes(rpIDHash))) }
         if let totalRPs { entries.append((0x05, .int(totalRPs))) }
         // The platform proved user verification with the token: the whole entity.
-        if let user { entries.append((0x06, user.cbor(identifying: true))) }
+        if let user { entries.append((0x06, user.cbor)) }
         if let credentialID { entries.append((0x07, credentialID.cbor)) }
         if let publicKey { entries.append((0x08, publicKey)) }
         if let totalCredentials { entries.append((0x09, .int(totalCredentials))) }
         if let credProtect { entries.append((0x0A, .int(credProtect))) }
         if let largeBlobKey { entries.append((0x0B, .bytes(largeBlobKey))) }
         if let thirdPartyPayment { entries.append((0x0C, .boolean(thirdPartyPayment))) }
-        guard !entries.isEmpty else { return }
-        CBORValue.intMap(entries).encode(into: &out)
+        return .intMap(entries)
     }
-}
-
-/// What a GetNext subcommand continues: the rest of an enumeration, kept only
-/// while credentialManagement commands follow one another (§6.8.3, §6.8.4).
-enum CredentialManagementEnumeration: Sendable {
-    /// enumerateRPsBegin's remaining RPs.
-    case relyingParties([StoredCredential])
-    /// enumerateCredentialsBegin's remaining credentials.
-    case credentials([StoredCredential])
 }

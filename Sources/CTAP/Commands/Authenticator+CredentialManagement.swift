@@ -10,13 +10,21 @@
 import CBOR
 import LatchkeyCrypto
 
+/// What a GetNext subcommand continues: the rest of an enumeration, kept only
+/// while credentialManagement commands follow one another (§6.8.3, §6.8.4).
+enum CredentialManagementEnumeration: Sendable {
+    /// enumerateRPsBegin's remaining RPs.
+    case relyingParties([StoredCredential])
+    /// enumerateCredentialsBegin's remaining credentials.
+    case credentials([StoredCredential])
+}
+
 extension Authenticator {
     // MARK: - authenticatorCredentialManagement (CTAP 2.1 §6.8)
 
-    func credentialManagement(_ cbor: CBORValue, from origin: RequestOrigin) throws(CTAPStatus)
+    func credentialManagement(_ request: CredentialManagementRequest, from origin: RequestOrigin) throws(CTAPStatus)
         -> CredentialManagementResponse
     {
-        let request = try reading { () throws(CBORError) in try CredentialManagementRequest(cbor: cbor) }
         let subCommand = CredentialManagementSubcommand(rawValue: request.subCommand)
         // An enumeration continues only with its own GetNext (§6.8.3, §6.8.4:
         // the state lasts between consecutive calls), from the conversation
