@@ -437,27 +437,3 @@ struct PolicyBrokerTests {
         #expect(broker.decisions.latest(1).first?.outcome == .verified)
     }
 }
-
-@Suite("desktop notifications")
-struct DesktopNotifierTests {
-    @Test("gdbus monitor lines become actions and closes")
-    func parse() {
-        let path = "/org/freedesktop/Notifications: org.freedesktop.Notifications."
-        #expect(
-            DesktopNotifier.parseSignal(path + "ActionInvoked (uint32 7, 'allow')")
-                == .init(id: 7, kind: .action("allow"))
-        )
-        #expect(
-            DesktopNotifier.parseSignal(path + "NotificationClosed (uint32 7, uint32 2)") == .init(id: 7, kind: .closed)
-        )
-        #expect(DesktopNotifier.parseSignal("The name org.freedesktop.Notifications is owned by :1.0") == nil)
-        #expect(DesktopNotifier.parseSignal(path + "ActionInvoked (uint32 x, 'allow')") == nil)
-        #expect(DesktopNotifier.parseNotificationId("(uint32 12,)\n") == 12)
-        #expect(DesktopNotifier.parseNotificationId("()") == nil)
-    }
-
-    @Test("text becomes a GVariant string literal that cannot break out")
-    func literal() {
-        #expect(DesktopNotifier.literal("alice's \\ key\n") == "'alice\\'s \\\\ key '")
-    }
-}
