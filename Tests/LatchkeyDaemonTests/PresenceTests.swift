@@ -1,6 +1,6 @@
 // Presence decisions of the daemon: modes, prompts answered through the
-// board, time-outs and cancellation, the requester a transport bound, and
-// the events of a prompt.
+// board, time-outs and cancellation, the requester a transport bound, the
+// events of a prompt, and the cooldown after a Deny.
 
 import CTAP
 import Foundation
@@ -139,5 +139,30 @@ struct PresenceTests {
         #expect(pending.transport == nil && pending.requesterUid == nil)
         board.answer(pending.id, .approved)
         _ = await waiting.value
+    }
+
+    @Test("after a Deny the key refuses without a prompt until the cooldown ends, and records why")
+    func cooldown() async throws {
+        let board = PresenceBoard()
+        let clock = ManualClock(start: 1_000)
+        var settings = PolicySettings()
+        settings.denyCooldownSeconds = 10
+        let broker = PresenceBroker(
+            key: "k", mode: .prompt, timeoutSeconds: 30, board: board, logger: logger, policy: settings, clock: clock
+        )
+        let waiting = Task { await broker.requestPresence(PresenceRequest(operation: .makeCredential)) }
+        while board.pending().isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+        board.answer(board.pending()[0].id, .denied)
+        #expect(await waiting.value == .denied)
+        clock.advance(by: 9_999)
+        #expect(await broker.requestPresence(PresenceRequest(operation: .getAssertion)) == .denied)
+        #expect(board.pending().isEmpty)
+        let record = try #require(broker.decisions.latest(1).first)
+        #expect(record.path == .cooldown && record.outcome == .denied)
+        clock.advance(by: 1)
+        let next = Task { await broker.requestPresence(PresenceRequest(operation: .getAssertion)) }
+        while board.pending().isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+        board.answer(board.pending()[0].id, .approved)
+        #expect(await next.value == .approved)
     }
 }

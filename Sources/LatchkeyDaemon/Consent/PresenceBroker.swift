@@ -274,6 +274,9 @@ public final class PresenceBroker: UserPresence {
     /// Where presence.requested, presence.answered and override.applied go.
     let eventBus: EventBus?
     private let userVerified = Mutex(true)
+    /// The path of the last decision, so that a run of refusals without a
+    /// prompt is logged at notice once.
+    private let lastPath = Mutex<PolicyPath?>(nil)
 
     init(
         key: String,
@@ -433,6 +436,8 @@ public final class PresenceBroker: UserPresence {
                 )
             }
             notifier?.withdraw(requestId: facts.id)
+            let now = clock.milliseconds
+            policy.withLock { $0.promptAnswered(PolicyOutcome(answer.outcome), now: now) }
             outcome = PolicyOutcome(answer.outcome)
             if outcome == .approved && grantsUserVerification { outcome = .verified }
             reason += "; \(Self.verb(answer.outcome)) by \(answer.by) (\(facts.id))"
@@ -457,7 +462,13 @@ public final class PresenceBroker: UserPresence {
                 durationMs: milliseconds(started.duration(to: .now))
             )
         )
-        logger.info(
+        // A refusal without a prompt is worth the journal's notice (someone
+        // keeps asking), once per run of them rather than once per request.
+        let level: Logger.Level =
+            decision.path.refusesWithoutPrompt && lastPath.withLock({ $0 }) != decision.path ? .notice : .info
+        lastPath.withLock { $0 = decision.path }
+        logger.log(
+            level: level,
             "presence \(outcome.rawValue)",
             metadata: [
                 "operation": "\(request.operation.rawValue)", "rp": "\(request.rpId ?? "-")",
