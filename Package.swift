@@ -137,7 +137,10 @@ let package = Package(
         ),
         .executableTarget(
             name: "latchkeyctl",
-            dependencies: ["LatchkeySystem", "LatchkeyNames", argumentParser, asyncHTTPClient, nioCore, nioHTTP1],
+            dependencies: [
+                "LatchkeySystem", "LatchkeyNames", "LatchkeyNotifications", argumentParser, asyncHTTPClient, nioCore,
+                nioHTTP1, logging,
+            ],
             swiftSettings: strict
         ),
 

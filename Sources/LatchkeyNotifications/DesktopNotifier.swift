@@ -70,6 +70,13 @@ public final class DesktopNotifier: Sendable {
     /// session bus is named (else this logs once why not).
     public var isAvailable: Bool { available() != nil }
 
+    /// Why notifications cannot be shown here, or nil when they can; logs nothing.
+    public var unavailableReason: String? {
+        if gdbus == nil { return "no gdbus on PATH" }
+        if !hasSessionBus { return "no session D-Bus" }
+        return nil
+    }
+
     /// Shows `text` for the pending request `requestId`, with Allow and Deny
     /// actions when `actions`.
     public func show(requestId: String, text: PromptText, actions: Bool, timeoutMilliseconds: Int) {
@@ -150,14 +157,14 @@ public final class DesktopNotifier: Sendable {
 
     /// gdbus's path, or nil (logged once) when notifications cannot work here.
     private func available() -> String? {
-        if let gdbus, hasSessionBus { return gdbus }
+        guard let reason = unavailableReason else { return gdbus }
         let first = state.withLock { state in
             defer { state.reportedUnavailable = true }
             return !state.reportedUnavailable
         }
         if first {
             logger.info(
-                "desktop notifications are off: \(gdbus == nil ? "no gdbus on PATH" : "no session D-Bus")",
+                "desktop notifications are off: \(reason)",
                 metadata: [
                     "hint": "answer prompts with latchkeyctl agent (in a desktop session), watch or approve|deny"
                 ]
