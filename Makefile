@@ -28,7 +28,10 @@ install: build
 	sed "s|/usr/local/bin|$(BINDIR)|g" systemd/latchkey-agent.service > latchkey-agent.service.tmp
 	install -D -m 0644 latchkey-agent.service.tmp "$(DESTDIR)$(USERUNITDIR)/latchkey-agent.service"
 	rm -f latchkey-agent.service.tmp
-	install -D -m 0644 udev/70-latchkey.rules "$(DESTDIR)$(UDEVDIR)/70-latchkey.rules"
+	# the rule runs latchkeyctl udev-owner from where this installs it
+	sed "s|/usr/bin/latchkeyctl|$(BINDIR)/latchkeyctl|g" udev/70-latchkey.rules > 70-latchkey.rules.tmp
+	install -D -m 0644 70-latchkey.rules.tmp "$(DESTDIR)$(UDEVDIR)/70-latchkey.rules"
+	rm -f 70-latchkey.rules.tmp
 	install -D -m 0644 packaging/sysusers-latchkey.conf "$(DESTDIR)$(SYSUSERSDIR)/latchkey.conf"
 	test -e "$(DESTDIR)$(SYSCONFDIR)/latchkeyd/latchkeyd.toml" || \
 		install -D -m 0644 packaging/latchkeyd.toml "$(DESTDIR)$(SYSCONFDIR)/latchkeyd/latchkeyd.toml"

@@ -119,7 +119,7 @@ let package = Package(
             name: "LatchkeyDaemon",
             dependencies: [
                 "CBOR", "CTAPHID", "CTAP", "LatchkeyCrypto", "LatchkeyStore", "USBIP", "LatchkeyUHID", "CZlib",
-                "LatchkeyNames", "LatchkeyNotifications", "CMalloc",
+                "LatchkeyNames", "LatchkeyNotifications", "LatchkeySystem", "CMalloc",
                 nioCore, .product(name: "NIOPosix", package: "swift-nio"), nioHTTP1,
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"), logging, serviceLifecycle, hummingbird,
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -151,8 +151,8 @@ let package = Package(
         .target(
             name: "LatchkeyWebDriver",
             dependencies: [
-                "LatchkeyNames", hummingbird, .product(name: "HTTPTypes", package: "swift-http-types"), asyncHTTPClient,
-                nioCore, nioHTTP1, logging, serviceLifecycle,
+                "LatchkeyNames", "LatchkeySystem", hummingbird, .product(name: "HTTPTypes", package: "swift-http-types"),
+                asyncHTTPClient, nioCore, nioHTTP1, logging, serviceLifecycle,
             ],
             path: "Sources/latchkey-webdriver/Intermediary",
             swiftSettings: daemonSettings
@@ -178,7 +178,7 @@ let package = Package(
         .testTarget(name: "LatchkeyNotificationsTests", dependencies: ["LatchkeyNotifications"]),
         .testTarget(
             name: "LatchkeyWebDriverTests",
-            dependencies: ["LatchkeyWebDriver", "LatchkeyNames", nioCore]
+            dependencies: ["LatchkeyWebDriver", "LatchkeyNames", nioCore, .product(name: "NIOPosix", package: "swift-nio")]
         ),
         .testTarget(
             name: "LatchkeyDaemonTests",

@@ -23,7 +23,7 @@ elif grep -q benchmarkThresholdRegression "$log"; then
     echo "allocation gate: a benchmark allocates more than Benchmarks/Thresholds/ allows (above)" >&2
     exit 1
 elif grep -q benchmarkThresholdImprovement "$log"; then
-    # Fewer mallocs than recorded: not a failure, but the record should follow (README).
+    # Fewer mallocs than recorded: not a failure, but the record should follow (docs/testing.md).
     echo "allocation gate: fewer mallocs than recorded (above); re-record Benchmarks/Thresholds/"
 else
     echo "allocation gate: the benchmarks did not run (exit $status, above)" >&2

@@ -7,7 +7,7 @@
 # The run is kept as package-benchmark's baseline "latest" (Benchmarks/.benchmarkBaselines/),
 # so `swift package --package-path Benchmarks --scratch-path .build-bench benchmark baseline
 # read latest` shows every percentile, and Benchmarks/Thresholds/ can be re-recorded from it
-# without another run (README, Benchmarks).
+# without another run (docs/testing.md, "Benchmarks").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 iterations="${1:-2000}"

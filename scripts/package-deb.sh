@@ -21,7 +21,8 @@
 #   /lib/systemd/system/latchkeyd.service      systemd/latchkeyd.service, ExecStart in /usr/bin
 #   /usr/lib/systemd/user/latchkeyd.service    systemd/latchkeyd-user.service, likewise
 #   /usr/lib/systemd/user/latchkey-agent.service  systemd/latchkey-agent.service (the prompt agent), likewise
-#   /lib/udev/rules.d/70-latchkey.rules        udev/70-latchkey.rules
+#   /lib/udev/rules.d/70-latchkey.rules        udev/70-latchkey.rules (its helper: /usr/bin/latchkeyctl
+#                                              udev-owner, which the package installs there)
 #   /usr/lib/sysusers.d/latchkey.conf          packaging/sysusers-latchkey.conf
 #   /etc/latchkeyd/latchkeyd.toml              packaging/latchkeyd.toml, a conffile
 #   /usr/share/man/man1/latchkey{d,ctl,-webdriver}.1.gz   swift-argument-parser's generate-manual
@@ -102,6 +103,8 @@ unit systemd/latchkey-agent.service "$STAGE/usr/lib/systemd/user/latchkey-agent.
 grep -q '^ExecStart=/usr/bin/latchkeyd ' "$STAGE/lib/systemd/system/latchkeyd.service" \
     || die "the unit's ExecStart is not /usr/bin/latchkeyd"
 install -D -m 0644 udev/70-latchkey.rules "$STAGE/lib/udev/rules.d/70-latchkey.rules"
+grep -q 'IMPORT{program}="/usr/bin/latchkeyctl udev-owner %p"' "$STAGE/lib/udev/rules.d/70-latchkey.rules" \
+    || die "the udev rule does not run /usr/bin/latchkeyctl udev-owner"
 install -D -m 0644 packaging/sysusers-latchkey.conf "$STAGE/usr/lib/sysusers.d/latchkey.conf"
 install -D -m 0644 packaging/latchkeyd.toml "$STAGE/etc/latchkeyd/latchkeyd.toml"
 echo /etc/latchkeyd/latchkeyd.toml > "$STAGE/DEBIAN/conffiles"
@@ -164,7 +167,7 @@ Description: virtual FIDO2 security key
  keys, credentials, PINs, and approving or denying user-presence requests.
  .
  The service is not enabled on installation: systemctl enable --now latchkeyd.
- Members of the latchkey group may use latchkeyctl and the keys' hidraw nodes.
+ Each key belongs to one account: its hidraw node is that account's alone.
 EOF
 (cd "$STAGE" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum) \
     > "$STAGE/DEBIAN/md5sums"

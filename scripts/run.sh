@@ -6,7 +6,8 @@
 #   scripts/run.sh                                         # the embedded defaults: one key
 #                                                          # "default", presence "prompt", state in
 #                                                          # ~/.local/state/latchkeyd (/var/lib/latchkeyd as root)
-#   scripts/run.sh --state-dir /tmp/latchkey --presence auto   # a throwaway key that approves everything
+#   scripts/run.sh --state-dir "$(mktemp -d)" --presence auto  # a throwaway key that approves everything,
+#                                                          # in a new directory only you can enter
 #   scripts/run.sh --help                                  # every latchkeyd flag
 #   LATCHKEY_SKIP_DEPS=1 scripts/run.sh ...                # skip the package check (not Debian, offline)
 #

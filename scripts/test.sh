@@ -77,7 +77,7 @@ swift test --skip-build
 bin="$(swift build --show-bin-path)"
 log "pytest: latchkeyctl against a fake daemon, latchkeyd end to end over USB/IP, latchkey-webdriver"
 LATCHKEYD="$bin/latchkeyd" LATCHKEYCTL="$bin/latchkeyctl" LATCHKEY_WEBDRIVER="$bin/latchkey-webdriver" \
-    python3 -m pytest -q Tests/latchkeyctl Tests/e2e
+    python3 -m pytest -q Tests/latchkeyctl Tests/e2e Tests/docs
 
 log "device suite: Yubico's tests/device (python-fido2 $(sed -n 's/^version=//p' scripts/device-suite.sh)) against latchkeyd over USB/IP"
 LATCHKEYD="$bin/latchkeyd" scripts/device-suite.sh

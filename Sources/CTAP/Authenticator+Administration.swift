@@ -188,18 +188,14 @@ extension Authenticator {
     /// blocked PIN is refused, the new PIN meets the policy, and a forced
     /// change is done (outstanding pinUvAuthTokens stop working).
     public func changePIN(from current: String, to new: String) throws(AdministrationError) {
-        let stored = try administering { () throws(CTAPStatus) in
-            guard let stored = try storedPIN() else { throw .pinNotSet }
-            if try pinRetries() == 0 { throw .pinBlocked }
-            return stored
-        }
+        let stored = try unblockedPIN()
         // The policy is public, so checking it first reveals nothing and
         // spares a retry for a new PIN that could never be accepted. That the
         // new PIN differs from a PIN whose change is forced is checked only
         // after the current PIN matched (in replacePIN): before, it would
         // tell whether a guess is the current PIN without spending a retry.
         let newPin = try checkedPIN(new)
-        let presented = Array(SHA256.hash(Array(current.utf8)).prefix(16))
+        let presented = Self.pinHash(current)
         try administering(
             { () throws(CTAPStatus) in
                 try checkPIN(presented, against: stored, regenerating: nil)
@@ -210,6 +206,31 @@ extension Authenticator {
                     ? AdministrationError(.pinPolicyViolation, "the PIN must be changed to a different PIN") : nil
             }
         )
+    }
+
+    /// Checks `pin` against the key's PIN for an operation of the daemon that
+    /// needs its owner's PIN (an export), as changePIN checks the current PIN
+    /// (§6.5.5.6 steps 6–8): a wrong PIN costs a retry and counts towards the
+    /// power-cycle block, a right one restores the retries, a blocked PIN is
+    /// refused. `pin` should be in NFC, as for `changePIN`.
+    public func verifyPIN(_ pin: String) throws(AdministrationError) {
+        let stored = try unblockedPIN()
+        let presented = Self.pinHash(pin)
+        try administering { () throws(CTAPStatus) in try checkPIN(presented, against: stored, regenerating: nil) }
+    }
+
+    /// The stored PIN, when one is set and not blocked.
+    private func unblockedPIN() throws(AdministrationError) -> StoredPIN {
+        try administering { () throws(CTAPStatus) in
+            guard let stored = try storedPIN() else { throw .pinNotSet }
+            if try pinRetries() == 0 { throw .pinBlocked }
+            return stored
+        }
+    }
+
+    /// LEFT(SHA-256(pin), 16), the form clientPIN compares (§6.5.5.6 step 7).
+    private static func pinHash(_ pin: String) -> [UInt8] {
+        Array(SHA256.hash(Array(pin.utf8)).prefix(16))
     }
 
     /// `pin` as a new PIN: no NUL (a platform's padded PIN cannot end in

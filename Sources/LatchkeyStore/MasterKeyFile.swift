@@ -2,6 +2,7 @@
 // when systemd passes no credential. Creation is atomic: the key is written
 // and fsynced under a temporary name, then linked to its final name (link(2)
 // never replaces an existing file), so the path never holds a partial key.
+// Neither reading nor creating follows a symbolic link.
 
 public import CTAP
 import Glibc
@@ -32,9 +33,12 @@ public enum MasterKeyFile {
     static func load(at path: String) throws(StoreError) -> [UInt8]? {
         let descriptor: Int32
         do {
-            descriptor = try Posix.open(path, O_RDONLY)
+            // A link is never followed: the key is this file or nothing.
+            descriptor = try Posix.open(path, O_RDONLY | O_NOFOLLOW)
         } catch let error where error.errno == ENOENT {
             return nil
+        } catch let error where error.errno == ELOOP {
+            throw StoreError(.corrupt, "master key file \(path) is a symbolic link; it must be a regular file")
         } catch {
             throw error.storeError("cannot open master key file")
         }

@@ -57,12 +57,20 @@ public struct SocketEndpoint: Sendable, Hashable, CustomStringConvertible {
 
     public var isIPv4: Bool { address.count == 4 }
 
+    /// The IPv4 endpoint an IPv4-mapped IPv6 one (::ffff:a.b.c.d, what a dual-stack socket
+    /// sees of an IPv4 peer) stands for; nil for any other.
+    public var unmappedIPv4: SocketEndpoint? {
+        guard !isIPv4, address.prefix(10).allSatisfy({ $0 == 0 }), address[10] == 0xff, address[11] == 0xff else {
+            return nil
+        }
+        return SocketEndpoint(address: Array(address[12...]), port: port)
+    }
+
     /// Whether the address is loopback (127.0.0.0/8, ::1, or ::ffff:127.x.x.x).
     public var isLoopback: Bool {
         if isIPv4 { return address[0] == 127 }
         if address == [UInt8](repeating: 0, count: 15) + [1] { return true }
-        return address.prefix(10).allSatisfy { $0 == 0 } && address[10] == 0xff && address[11] == 0xff
-            && address[12] == 127
+        return unmappedIPv4?.isLoopback ?? false
     }
 
     public var description: String {
@@ -105,7 +113,10 @@ public enum PeerIdentity {
     /// The socket at the other end of a TCP connection on this machine: `local` and
     /// `remote` are the connection's ends as the caller's socket sees them (its own
     /// address first). Nil when the kernel knows no such socket (the peer is another host,
-    /// or it closed).
+    /// or it closed). A dual-stack listener sees an IPv4 peer at IPv4-mapped addresses; the
+    /// peer's own socket may be IPv4, so that is asked too. A peer that closed and lingers
+    /// in TIME_WAIT is no peer: the kernel reports such a socket with uid 0 (and no inode),
+    /// which would read as root.
     public static func tcpPeer(local: SocketEndpoint, remote: SocketEndpoint) throws(SystemCallError)
         -> TCPSocketRecord?
     {
@@ -113,12 +124,14 @@ public enum PeerIdentity {
         // The peer's socket has the two ends the other way round.
         let request = inetDiagRequest(
             family: local.isIPv4 ? UInt8(AF_INET) : UInt8(AF_INET6),
-            states: ~0,
+            states: ~(1 << tcpTimeWait | 1 << tcpNewSynRecv),
             dump: false,
             source: remote,
             destination: local
         )
-        return try query(request).first
+        if let found = try query(request).first(where: { $0.inode != 0 }) { return found }
+        guard let local = local.unmappedIPv4, let remote = remote.unmappedIPv4 else { return nil }
+        return try tcpPeer(local: local, remote: remote)
     }
 
     /// The TCP sockets listening on `port`, on any address.
@@ -141,27 +154,15 @@ public enum PeerIdentity {
     /// The processes holding the socket with `inode` open, as far as this process may read
     /// their /proc/PID/fd (its own uid's, or every one as root).
     public static func processes(holdingSocket inode: UInt32) -> [Int32] {
-        let target = "socket:[\(inode)]"
-        var found: [Int32] = []
-        guard let proc = opendir("/proc") else { return [] }
-        defer { closedir(proc) }
-        while let entry = readdir(proc) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) {
-                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
-            }
-            guard let pid = Int32(name) else { continue }
-            guard let fds = opendir("/proc/\(pid)/fd") else { continue }
-            defer { closedir(fds) }
-            while let fd = readdir(fds) {
-                let fdName = withUnsafeBytes(of: fd.pointee.d_name) {
-                    String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
-                }
-                guard fdName.first?.isNumber == true, readLink("/proc/\(pid)/fd/\(fdName)") == target else { continue }
-                found.append(pid)
-                break
-            }
+        processes(holding: "socket:[\(inode)]")
+    }
+
+    /// The processes with a descriptor whose /proc/PID/fd link reads `target` (a path such as
+    /// "/dev/uhid", or "socket:[INODE]"), as far as this process may read their /proc/PID/fd.
+    public static func processes(holding target: String) -> [Int32] {
+        directoryEntries("/proc").compactMap(Int32.init).filter { pid in
+            directoryEntries("/proc/\(pid)/fd").contains { readLink("/proc/\(pid)/fd/\($0)") == target }
         }
-        return found
     }
 
     /// /proc/PID/exe, when this process may read it.
@@ -171,8 +172,10 @@ public enum PeerIdentity {
 
     // MARK: - inet_diag
 
-    /// linux/tcp_states.h TCP_LISTEN.
+    /// linux/tcp_states.h TCP_LISTEN, TCP_TIME_WAIT, TCP_NEW_SYN_RECV.
     static let tcpListen: UInt32 = 10
+    static let tcpTimeWait: UInt32 = 6
+    static let tcpNewSynRecv: UInt32 = 12
     /// linux/netlink.h NETLINK_SOCK_DIAG.
     static let netlinkSockDiag: Int32 = 4
     /// linux/sock_diag.h SOCK_DIAG_BY_FAMILY.
@@ -299,12 +302,5 @@ public enum PeerIdentity {
         var value = T.zero
         for index in 0..<MemoryLayout<T>.size { value |= T(bytes[offset + index]) << (8 * index) }
         return value
-    }
-
-    private static func readLink(_ path: String) -> String? {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let count = readlink(path, &buffer, buffer.count - 1)
-        guard count > 0 else { return nil }
-        return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }

@@ -147,6 +147,9 @@ public struct USBIPServerConnection: Sendable {
     /// The protocol error that closed the connection, for the log; nil while open and after a
     /// normal close.
     public private(set) var failure: USBIPError?
+    /// The bus id of the client's OP_REQ_IMPORT, whether it was served or refused (the daemon
+    /// names what a refused import asked for); nil before one.
+    public private(set) var requestedBusID: String?
     /// The input reports dropped because the queue was full.
     public private(set) var droppedInputReportCount = 0
     private var decoder: USBIPServerDecoder
@@ -277,6 +280,7 @@ public struct USBIPServerConnection: Sendable {
 
     private mutating func importDevice(_ busid: String, actions: inout [Action]) {
         // The decoder reads OP_* requests only before an import, so this is the first.
+        requestedBusID = busid
         guard let export = exports.first(where: { $0.busid == busid }) else {
             actions.append(.send(USBIPOpRepImport(failure: .notAvailable).encodedBytes))
             close(&actions)

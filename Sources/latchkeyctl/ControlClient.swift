@@ -49,6 +49,8 @@ private struct ErrorBody: Decodable {
     struct Detail: Decodable {
         var code: String
         var message: String
+        /// The access rule that refused (403 forbidden; docs/access.md).
+        var rule: String?
     }
     var error: Detail
 }
@@ -115,6 +117,9 @@ struct ControlClient {
             }
             if let code = detail?.code, Self.pinRefusals.contains(code) {
                 throw CtlError(.pinRefused, "latchkeyd refused the PIN: \(what)")
+            }
+            if detail?.rule == "export-pin-refused" {
+                throw CtlError(.pinRefused, "latchkeyd refused the export: \(what)")
             }
             let verb = response.status >= 500 ? "latchkeyd failed to handle" : "latchkeyd refused"
             throw CtlError(.refused, "\(verb) \(name): \(what)")

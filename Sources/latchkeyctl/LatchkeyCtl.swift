@@ -56,6 +56,7 @@ struct LatchkeyCtl: AsyncParsableCommand {
             Events.self, Overrides.self,
             Signal.self, Export.self, Import.self,
             Watch.self, Agent.self, Policy.self,
+            Attach.self, UdevOwner.self,
         ]
     )
 

@@ -13,6 +13,10 @@ struct StatusInfo: Decodable {
 /// A virtual key: `GET /v1/keys`, `GET /v1/keys/{name}`, `POST /v1/keys`.
 struct KeyInfo: Decodable {
     var name: String
+    /// The account the key belongs to; absent from older daemons.
+    var owner: Owner?
+    /// Whether its private keys may leave without its PIN; absent from older daemons.
+    var exportable: Bool?
     /// 32 hex digits.
     var aaguid: String
     /// "auto", "prompt" or "deny".
@@ -32,6 +36,14 @@ struct KeyInfo: Decodable {
         var maxDiscoverableCredentials: Int?
     }
 
+    struct Owner: Decodable {
+        var uid: UInt32
+        var name: String?
+
+        /// "alice", or "uid 1001" for an account without a name.
+        var label: String { name ?? "uid \(uid)" }
+    }
+
     struct UHIDInfo: Decodable {
         /// "created", "started", "opened", "closed", "unavailable" or "disabled".
         var state: String
@@ -48,6 +60,10 @@ struct KeyInfo: Decodable {
 /// `POST /v1/keys`.
 struct CreateKeyRequest: Encodable {
     var name: String
+    /// Another account's name or uid (root only); omitted: the caller's own key.
+    var owner: String? = nil
+    /// Omitted: not exportable.
+    var exportable: Bool? = nil
     /// Omitted to take the daemon's default.
     var presence: String?
     var uhid: Bool

@@ -169,6 +169,22 @@ struct AdministrationTests {
         #expect(try await key.pinStatus().retries == 8)
     }
 
+    @Test("verifyPIN spends a retry on a wrong PIN and shares clientPIN's counters; the right one restores them")
+    func verifyPIN() async throws {
+        let key = TestKey()
+        #expect(await key.refusal { try await $0.verifyPIN("1234") }?.code == .pinNotSet)
+        try await key.authenticator.setPIN("1234")
+        let wrong = await key.refusal { try await $0.verifyPIN("0000") }
+        #expect(wrong?.code == .pinInvalid && wrong?.retries == 7)
+        #expect(try await key.pinToken("0000").0 == .pinInvalid, "clientPIN counts on from there")
+        #expect(await key.refusal { try await $0.verifyPIN("0000") }?.code == .pinAuthBlocked)
+        #expect(await key.refusal { try await $0.verifyPIN("1234") }?.code == .pinAuthBlocked, "even the right PIN")
+        await key.authenticator.powerCycle()
+        try await key.authenticator.verifyPIN("1234")
+        #expect(try await key.pinStatus().retries == 8)
+        #expect(key.presence.requests.isEmpty, "no touch is asked for")
+    }
+
     @Test("eight wrong PINs block the PIN for good; the administrative reset clears it")
     func lockout() async throws {
         let key = TestKey()

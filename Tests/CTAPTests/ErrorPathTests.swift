@@ -44,7 +44,7 @@ struct ErrorPathTests {
         #expect(key.presence.requests.isEmpty)
     }
 
-    // MARK: CTAP2 canonical CBOR in a whole request (CTAP 2.1 §8, README "CBOR strictness")
+    // MARK: CTAP2 canonical CBOR in a whole request (CTAP 2.1 §8, docs/conformance.md "CBOR strictness")
 
     /// `bytes` with the first occurrence of `head` replaced by `longer` (the same argument
     /// in a longer head).

@@ -106,7 +106,7 @@ struct StateDirectoryTests {
 
 // MARK: - The key manager over the state directory
 
-private struct NoAttachment: KeyAttachment {
+struct NoAttachment: KeyAttachment {
     func uhidStatus() async -> KeyDocument.UHIDStatus { .init(state: "disabled") }
     func usbipStatus() async -> KeyDocument.USBIPStatus? { nil }
     func waitUntilVisible(timeout: Duration) async -> Bool { true }
@@ -114,7 +114,7 @@ private struct NoAttachment: KeyAttachment {
     func replug() async {}
 }
 
-private struct NoTransports: TransportHub {
+struct NoTransports: TransportHub {
     func attach(_ key: VirtualKey) async -> any KeyAttachment { NoAttachment() }
 }
 
@@ -137,7 +137,7 @@ struct KeyManagerStateTests {
         defer { scratch.cleanUp() }
         let manager = manager(scratch)
         do {
-            _ = try await manager.create(CreateKeyRequest(name: name))
+            _ = try await manager.create(CreateKeyRequest(name: name), by: .daemon)
             Issue.record("created a key named \(name.debugDescription)")
         } catch {
             #expect(error.status == 400)
@@ -152,13 +152,13 @@ struct KeyManagerStateTests {
         let scratch = try Scratch()
         defer { scratch.cleanUp() }
         let manager = manager(scratch)
-        _ = try await manager.create(CreateKeyRequest(name: "ci-1"))
+        _ = try await manager.create(CreateKeyRequest(name: "ci-1"), by: .daemon)
         let directory = scratch.path + "/state/keys/ci-1"
         try FileManager.default.moveItem(atPath: directory, toPath: scratch.path + "/moved")
         try scratch.link("ci-1", to: scratch.path + "/outside")
-        await #expect(throws: ControlError.self) { try await manager.delete("ci-1") }
+        await #expect(throws: ControlError.self) { try await manager.delete("ci-1", by: .daemon) }
         #expect(scratch.outsideIsIntact)
-        #expect(try await manager.document(named: "ci-1").name == "ci-1", "the key is still there")
+        #expect(try await manager.document(named: "ci-1", by: .daemon).name == "ci-1", "the key is still there")
     }
 
     @Test("a name a directory already holds is refused, not adopted")
@@ -168,7 +168,7 @@ struct KeyManagerStateTests {
         try FileManager.default.createDirectory(atPath: scratch.path + "/state/keys/old", withIntermediateDirectories: true)
         let manager = manager(scratch)
         do {
-            _ = try await manager.create(CreateKeyRequest(name: "old"))
+            _ = try await manager.create(CreateKeyRequest(name: "old"), by: .daemon)
             Issue.record("adopted a leftover directory")
         } catch {
             #expect(error.status == 409)
@@ -188,6 +188,6 @@ struct KeyManagerStateTests {
         }
         let manager = manager(scratch)
         try await manager.startAll()
-        #expect(await manager.documents().isEmpty)
+        #expect(await manager.documents(by: .daemon).isEmpty)
     }
 }

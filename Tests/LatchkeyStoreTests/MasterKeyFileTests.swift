@@ -87,6 +87,20 @@ struct MasterKeyFileTests {
         expectLoadingFails(at: path, .corrupt, saying: "regular file")
     }
 
+    @Test("refuses a symbolic link in place of the key file, even to a good key, and creates none through it")
+    func refusesLink() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("master-key")
+        let target = directory.file("elsewhere")
+        writeKeyFile([UInt8](repeating: 1, count: 32), mode: 0o600, at: target)
+        symlink(target, path)
+        expectLoadingFails(at: path, .corrupt, saying: "symbolic link")
+        // A dangling link is not followed to create a key either.
+        unlink(target)
+        #expect(throws: StoreError.self) { try MasterKeyFile.loadOrCreate(at: path) }
+        #expect(!FileManager.default.fileExists(atPath: target))
+    }
+
     @Test("reports a missing directory with the call, the path and errno")
     func missingDirectory() throws {
         let directory = try TemporaryDirectory()

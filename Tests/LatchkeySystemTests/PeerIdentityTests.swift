@@ -2,6 +2,7 @@
 // connection and a listener this process made, so the expected uid, pid and
 // inode are known.
 
+import Foundation
 import Glibc
 import Testing
 
@@ -43,6 +44,71 @@ import Testing
         let listeners = try PeerIdentity.tcpListeners(port: local.port)
         #expect(listeners.map(\.uid) == [getuid()])
         #expect(listeners.map(\.inode) == [inode(listener.descriptor)])
+    }
+
+    @Test("a dual-stack listener's IPv4-mapped view of an IPv4 client still finds the client") func mapped() throws {
+        let listener = socket(AF_INET6, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener) }
+        var off: Int32 = 0
+        setsockopt(listener, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &off, socklen_t(MemoryLayout<Int32>.size))
+        var any = sockaddr_in6()
+        any.sin6_family = sa_family_t(AF_INET6)
+        var length = socklen_t(MemoryLayout<sockaddr_in6>.size)
+        let bound = withUnsafeMutablePointer(to: &any) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(listener, $0, length) == 0 && listen(listener, 4) == 0 && getsockname(listener, $0, &length) == 0
+            }
+        }
+        try #require(bound)
+        let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(client) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
+        address.sin_port = any.sin6_port
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(client, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        try #require(connected == 0)
+        let server = accept(listener, nil, nil)
+        defer { close(server) }
+        let (local, remote) = (try endpoint(server, peer: false), try endpoint(server, peer: true))
+        #expect(local.unmappedIPv4?.isIPv4 == true && remote.isLoopback)
+        let record = try #require(try PeerIdentity.tcpPeer(local: local, remote: remote))
+        #expect(record.inode == inode(client) && record.uid == getuid())
+    }
+
+    @Test("the processes holding a file open are found through /proc") func holders() throws {
+        let path = FileManager.default.temporaryDirectory.path + "/latchkey-holder-\(getpid())"
+        let descriptor = open(path, O_RDWR | O_CREAT, 0o600)
+        defer {
+            close(descriptor)
+            unlink(path)
+        }
+        #expect(PeerIdentity.processes(holding: path) == [getpid()])
+    }
+
+    @Test("a peer that closed first, lingering in TIME_WAIT with uid 0, is no peer") func timeWait() throws {
+        let listener = try LoopbackListener()
+        defer { close(listener.descriptor) }
+        let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = listener.address
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(client, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        try #require(connected == 0)
+        let server = accept(listener.descriptor, nil, nil)
+        let (local, remote) = (try endpoint(server, peer: false), try endpoint(server, peer: true))
+        #expect(try PeerIdentity.tcpPeer(local: local, remote: remote) != nil)
+        // The client closes first and, once the server has closed too, waits in TIME_WAIT.
+        close(client)
+        close(server)
+        usleep(100_000)
+        #expect(try PeerIdentity.tcpPeer(local: local, remote: remote) == nil)
     }
 
     @Test("a connection that does not exist has no peer") func missing() throws {
@@ -93,16 +159,26 @@ private struct LoopbackListener {
     }
 }
 
+/// A socket's own (or its peer's) address, IPv4 or IPv6.
 private func endpoint(_ descriptor: Int32, peer: Bool) throws -> SocketEndpoint {
-    var address = sockaddr_in()
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    _ = withUnsafeMutablePointer(to: &address) {
+    var storage = sockaddr_storage()
+    var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+    _ = withUnsafeMutablePointer(to: &storage) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
             peer ? getpeername(descriptor, $0, &length) : getsockname(descriptor, $0, &length)
         }
     }
-    let bytes = withUnsafeBytes(of: address.sin_addr) { Array($0) }
-    return try #require(SocketEndpoint(address: bytes, port: UInt16(bigEndian: address.sin_port)))
+    let endpoint = withUnsafeBytes(of: storage) { raw -> SocketEndpoint? in
+        if storage.ss_family == sa_family_t(AF_INET) {
+            let address = raw.load(as: sockaddr_in.self)
+            return SocketEndpoint(
+                address: withUnsafeBytes(of: address.sin_addr) { Array($0) }, port: UInt16(bigEndian: address.sin_port))
+        }
+        let address = raw.load(as: sockaddr_in6.self)
+        return SocketEndpoint(
+            address: withUnsafeBytes(of: address.sin6_addr) { Array($0) }, port: UInt16(bigEndian: address.sin6_port))
+    }
+    return try #require(endpoint)
 }
 
 private func inode(_ descriptor: Int32) -> UInt32 {

@@ -32,7 +32,9 @@ struct AuthenticatorConfigurationTests {
         }
     }
 
-    @Test("Selenium's defaults: a CTAP 2.1 key with presence auto and every switch the spec defaults off, off")
+    @Test(
+        "Selenium's defaults: an exportable CTAP 2.1 key with presence auto and every switch the spec defaults off, off"
+    )
     func defaults() throws {
         let request = try Self.configuration([:]).createKeyRequest(name: "wd-1")
         #expect(
@@ -41,7 +43,7 @@ struct AuthenticatorConfigurationTests {
                     "name": .string("wd-1"), "presence": .string("auto"), "protocol": .string("ctap2.1"),
                     "hasResidentKey": .bool(false), "hasUserVerification": .bool(false), "isUserVerified": .bool(false),
                     "hasLargeBlob": .bool(false), "hasCredBlob": .bool(false), "hasMinPinLength": .bool(false),
-                    "hasPrf": .bool(false), "hasThirdPartyPayment": .bool(false),
+                    "hasPrf": .bool(false), "hasThirdPartyPayment": .bool(false), "exportable": .bool(true),
                 ])
         )
     }

@@ -290,6 +290,7 @@ struct SessionTests {
         #expect(outcome.messages == [.opRepImport(USBIPOpRepImport(failure: .notAvailable))])
         #expect(outcome.closed)
         #expect(harness.server.attachedBusID == nil)
+        #expect(harness.server.requestedBusID == "7-7")
     }
 
     @Test("importing a bus id attached elsewhere answers ST_DEV_BUSY and closes")
@@ -299,6 +300,7 @@ struct SessionTests {
         let outcome = try harness.send(harness.client.importRequest(busid: "1-1"))
         #expect(outcome.messages == [.opRepImport(USBIPOpRepImport(failure: .deviceBusy))])
         #expect(outcome.closed)
+        #expect(harness.server.requestedBusID == "1-1")
     }
 
     @Test("disconnected() forgets the import and everything in flight, and the value serves a new client")
@@ -310,6 +312,7 @@ struct SessionTests {
         _ = harness.server.receive(Array(harness.client.importRequest(busid: "1-1").prefix(5)))  // a partial message
         harness.server.disconnected()
         #expect(harness.server.attachedBusID == nil)
+        #expect(harness.server.requestedBusID == nil)
         #expect(harness.server.pendingInputURBCount == 0)
         #expect(!harness.server.isClosed)
         #expect(harness.server.unavailableBusIDs == ["1-2"])

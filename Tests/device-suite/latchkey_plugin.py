@@ -4,7 +4,10 @@ python-fido2's ``tests/device`` (shipped in the ``fido2==2.2.1`` sdist) was writ
 qualify YubiKeys: it looks for a FIDO HID device, asks a person to touch, unplug and plug
 it in, and factory-resets it. This plugin is that person and that USB port:
 
-* it starts ``latchkeyd`` (``$LATCHKEYD``) on a temporary state directory with USB/IP on
+* it starts ``latchkeyd`` (``$LATCHKEYD``) as the unprivileged account lk-owner when it
+  runs as root (Tests/e2e/identities.py; scripts/test-accounts.sh makes the account), and
+  opens the daemon's control and USB/IP connections as that account, so the key is used
+  by its owner as a person's daemon would be; on a temporary state directory with USB/IP on
   a free loopback port, no uhid, presence ``auto`` (the touch) and the default key, which
   offers every feature latchkey has and no user verification configured (the suite
   refuses a key with a PIN or built-in UV); a configuration file adds what is off by
@@ -46,8 +49,15 @@ import pytest
 E2E_DIR = Path(__file__).resolve().parents[1] / "e2e"
 sys.path.insert(0, str(E2E_DIR))
 
+import identities  # noqa: E402
 import usbip_client as usbip  # noqa: E402
 import usbip_hid  # noqa: E402
+
+# The daemon's account, which also opens its connections; None when the run is not root
+# (then everything is the current user's).
+OWNER = identities.account("owner")
+if OWNER is not None:
+    usbip.OPEN_CONNECTION = lambda host, port, timeout: OWNER.connect_tcp(host, port, timeout)
 
 HOST = "127.0.0.1"
 KEY = "default"
@@ -86,6 +96,10 @@ class UnixConnection(http.client.HTTPConnection):
         self.socket_path = path
 
     def connect(self) -> None:
+        if OWNER is not None:
+            self.sock = OWNER.connect_unix(self.socket_path, self.timeout)
+            self.sock.settimeout(self.timeout)
+            return
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(self.timeout)
         self.sock.connect(self.socket_path)
@@ -97,6 +111,8 @@ class Latchkeyd:
     def __init__(self, binary: Path):
         self.binary = binary
         self.workdir = Path(tempfile.mkdtemp(prefix="latchkey-device-suite-"))
+        if OWNER is not None:
+            OWNER.directory(self.workdir)
         self.state_dir = self.workdir / "state"
         self.socket_path = self.workdir / "control.sock"
         self.log_path = self.workdir / "latchkeyd.log"
@@ -120,6 +136,8 @@ class Latchkeyd:
         argv = [str(self.binary), "--config", str(config), "--state-dir", str(self.state_dir), "--no-uhid",
                 "--usbip", f"{HOST}:{self.port}", "--presence", "auto",
                 "--control-socket", str(self.socket_path)]
+        if OWNER is not None:
+            argv = OWNER.command(argv)
         env = {k: v for k, v in os.environ.items() if k != "DBUS_SESSION_BUS_ADDRESS"}
         env["XDG_RUNTIME_DIR"] = str(self.workdir)  # no desktop notifications from a test run
         with open(self.log_path, "wb") as log:
@@ -300,6 +318,7 @@ def pytest_sessionfinish(session, exitstatus):
             print(f"\nlatchkeyd's log is kept in {_daemon.log_path}")
         _daemon.stop(keep_log=bool(session.testsfailed))
         _daemon = None
+    identities.close_all()
     unexplained = [(nodeid, reason) for nodeid, reason in _skips if explain_skip(reason) is None]
     if unexplained:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -18,13 +18,11 @@ test and reported; one that needs SIGKILL to stop fails the session's teardown.
 
 from __future__ import annotations
 
-import atexit
 import http.client
 import itertools
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -64,63 +62,32 @@ if OWNER is not None:
 def as_daemon_account(argv: list) -> list[str]:
     """`argv` run as the account latchkeyd runs as (setpriv), its program where that
     account can run it; unchanged when the suite runs unprivileged."""
-    argv = [str(a) for a in argv]
-    if OWNER is None:
-        return argv
-    program = argv[0] if "/" not in argv[0] else str(runnable(Path(argv[0])))  # a bare name: from PATH
-    return [*OWNER.setpriv(), program, *argv[1:]]
-
-
-_runnable: dict[Path, Path] = {}
+    return [str(a) for a in argv] if OWNER is None else OWNER.command(argv)
 
 
 def runnable(binary: Path, test: str = "-x") -> Path:
-    """`binary`, or a copy lk-owner can run (`test` "-r": read, for a script): a checkout
-    in root's home (0700) is out of its reach. Copies go to one directory per session,
-    removed at exit."""
-    if OWNER is None:
-        return binary
-    if binary not in _runnable:
-        if OWNER.run(["test", test, str(binary)]).returncode == 0:
-            _runnable[binary] = binary
-        else:
-            directory = _shared_dir() / "bin"
-            directory.mkdir(mode=0o755, exist_ok=True)
-            copy = directory / f"{len(_runnable)}-{binary.name}"
-            shutil.copy2(binary, copy)
-            copy.chmod(0o755)
-            _runnable[binary] = copy
-    return _runnable[binary]
-
-
-_shared: Path | None = None
-
-
-def _shared_dir() -> Path:
-    global _shared
-    if _shared is None:
-        _shared = Path(tempfile.mkdtemp(prefix="latchkey-e2e-"))
-        _shared.chmod(0o755)
-        atexit.register(shutil.rmtree, _shared, True)
-    return _shared
+    """`binary`, or a copy lk-owner can run (identities.runnable)."""
+    return binary if OWNER is None else identities.runnable(binary, OWNER, test)
 
 
 def owned_directory(path: Path, mode: int = 0o700) -> Path:
-    """Creates `path` (below the system's temporary directory) for lk-owner: its owner
-    with group lk-test and `mode`; ancestors root made 0700 below the temporary directory
-    (pytest's) become traversable (0711), never listable or writable."""
-    path.mkdir(parents=True, exist_ok=True)
+    """Creates `path` for lk-owner (identities.Account.directory), or for the current user
+    when the suite runs unprivileged."""
     if OWNER is not None:
-        os.chown(path, OWNER.uid, identities.group_id())
-        temporary = Path(tempfile.gettempdir()).resolve()
-        for parent in path.resolve().parents:
-            if parent == temporary or temporary not in parent.parents:
-                break
-            info = parent.stat()
-            if info.st_uid == 0 and not info.st_mode & 0o001:
-                parent.chmod((info.st_mode & 0o7777) | 0o711)
+        return OWNER.directory(path, mode)
+    path.mkdir(parents=True, exist_ok=True)
     path.chmod(mode)
     return path
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """When the suite acts as lk-owner, its temporary directories live in a directory of
+    this run's own, not in /tmp/pytest-of-root: every pytest run as root (another suite,
+    another checkout's) resets that one to 0700, which would lock lk-owner out of the
+    state directories of a daemon still running."""
+    if OWNER is not None and not config.option.basetemp:
+        config.option.basetemp = tempfile.mkdtemp(prefix="latchkey-pytest-")
 
 
 @pytest.fixture(scope="session", autouse=True)

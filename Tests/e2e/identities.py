@@ -18,11 +18,14 @@ connection name that uid, while python-fido2 in this process drives the socket.
     sock = owner.connect_unix(path)   # the daemon's SO_PEERCRED says lk-owner
     sock = owner.connect_tcp(host, port)
     owner.run(["curl", ...])          # a whole program as the account (runuser)
+    owner.command([binary, ...])      # argv that runs a program as it, copied where it can run it
+    owner.directory(path)             # a directory of its own (below the temporary directory)
 """
 
 from __future__ import annotations
 
 import array
+import atexit
 import grp
 import json
 import os
@@ -30,7 +33,9 @@ import pwd
 import shutil
 import socket
 import subprocess
+import tempfile
 import threading
+from pathlib import Path
 
 ROLES = {
     "owner": os.environ.get("LATCHKEY_TEST_OWNER", "lk-owner"),
@@ -127,6 +132,22 @@ class Account:
         kw.setdefault("timeout", 30)
         return subprocess.run([*self.setpriv(), *argv], **kw)
 
+    def command(self, argv: list) -> list[str]:
+        """`argv` run as this account (setpriv), its program where the account can run it."""
+        argv = [str(a) for a in argv]
+        program = argv[0] if "/" not in argv[0] else str(runnable(Path(argv[0]), self))
+        return [*self.setpriv(), program, *argv[1:]]
+
+    def directory(self, path: Path, mode: int = 0o700) -> Path:
+        """Creates `path` (below the system's temporary directory) for this account: its
+        owner with group lk-test and `mode`; ancestors root made 0700 below the temporary
+        directory (pytest's) become traversable (0711), never listable or writable."""
+        path.mkdir(parents=True, exist_ok=True)
+        os.chown(path, self.uid, group_id())
+        traversable(path)
+        path.chmod(mode)
+        return path
+
     def close(self) -> None:
         with self._lock:
             if self._channel is not None:
@@ -142,6 +163,42 @@ class Account:
 
 
 _accounts: dict[str, Account | None] = {}
+_runnable: dict[Path, Path] = {}
+_shared: Path | None = None
+
+
+def traversable(path: Path) -> None:
+    """Lets every account through the directories above `path` that root made 0700 below
+    the system's temporary directory (pytest's): search only (0711), never list or write."""
+    temporary = Path(tempfile.gettempdir()).resolve()
+    for parent in path.resolve().parents:
+        if parent == temporary or temporary not in parent.parents:
+            break
+        info = parent.stat()
+        if info.st_uid == 0 and not info.st_mode & 0o001:
+            parent.chmod((info.st_mode & 0o7777) | 0o711)
+
+
+def runnable(binary: Path, account: Account, test: str = "-x") -> Path:
+    """`binary`, or a copy `account` can run (`test` "-r": read, for a script): a checkout
+    in root's home (0700) is out of its reach. Copies go to one directory per process,
+    removed at exit."""
+    global _shared
+    if binary not in _runnable:
+        if account.run(["test", test, str(binary)]).returncode == 0:
+            _runnable[binary] = binary
+        else:
+            if _shared is None:
+                _shared = Path(tempfile.mkdtemp(prefix="latchkey-e2e-"))
+                _shared.chmod(0o755)
+                atexit.register(shutil.rmtree, _shared, True)
+            directory = _shared / "bin"
+            directory.mkdir(mode=0o755, exist_ok=True)
+            copy = directory / f"{len(_runnable)}-{binary.name}"
+            shutil.copy2(binary, copy)
+            copy.chmod(0o755)
+            _runnable[binary] = copy
+    return _runnable[binary]
 
 
 def available() -> str | None:

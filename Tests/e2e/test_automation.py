@@ -328,7 +328,8 @@ def test_u2f_only_key(usb, control, make_key):
 # ---- seeded credentials ----------------------------------------------------------------------
 
 
-def test_seeded_credential_asserts_with_its_key(usb, control, key, events):
+def test_seeded_credential_asserts_with_its_key(usb, control, make_key, events):
+    key = make_key(options={"exportable": True})  # ?privateKey=true below (docs/access.md)
     name = key["name"]
     stream = events(name)
     user_handle = os.urandom(16)
@@ -592,7 +593,8 @@ def test_replug_opens_the_reset_window(tmp_path):
     assert not own.problems, own.problems
 
 
-def test_latchkeyctl_seeds_and_shows_a_credential(latchkeyctl, usb, control, key, tmp_path):
+def test_latchkeyctl_seeds_and_shows_a_credential(latchkeyctl, usb, control, make_key, tmp_path):
+    key = make_key(options={"exportable": True})  # --private-key below (docs/access.md)
     private_key = ec.generate_private_key(ec.SECP256R1())
     pem = owned_directory(tmp_path, 0o750) / "seed.pem"  # latchkeyctl reads it as the owner
     pem.write_bytes(private_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,

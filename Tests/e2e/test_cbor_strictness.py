@@ -1,5 +1,5 @@
 """CTAP2 canonical CBOR and the user handle's length through the real daemon (issue 10;
-README "CBOR strictness"): a makeCredential whose byte string, text string, map or
+docs/conformance.md "CBOR strictness"): a makeCredential whose byte string, text string, map or
 integer head is longer than it needs to be is CTAP2_ERR_INVALID_CBOR (CTAP 2.1 §8), an
 empty or overlong user.id CTAP1_ERR_INVALID_LENGTH; neither asks for a touch or stores
 anything, and the canonical request right after succeeds."""

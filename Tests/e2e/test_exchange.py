@@ -74,7 +74,9 @@ class Key:
 
 @pytest.fixture
 def make(make_key, usb, control):
-    return lambda: Key(make_key(), usb, control)
+    # Exportable: these tests are about the exchange format, not who may export
+    # (test_access.py is; docs/access.md).
+    return lambda: Key(make_key(options={"exportable": True}), usb, control)
 
 
 def register(key: Key, server, user=None) -> rp.Registration:

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import rp
-from conftest import HOST, UnixHTTPConnection, assert_error_document
+from conftest import HOST, OWNER, UnixHTTPConnection, assert_error_document
 from conftest import Opened
 
 GRAMMAR = "[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
@@ -107,9 +107,14 @@ def raw_request(socket_path: str, data: bytes, timeout: float = 5.0, closes: boo
     """Writes `data` as is (a head and maybe a body) and reads the answer; with `closes`,
     also whether the server then closed the connection. A server that answers and closes
     before taking every byte is fine: the answer is read all the same."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    # As the keys' owner (the daemon's account), so that the daemon's answer is about the
+    # request, not about who may make it (docs/access.md).
+    if OWNER is not None:
+        sock = OWNER.connect_unix(socket_path, timeout)
+    else:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(socket_path)
     sock.settimeout(timeout)
-    sock.connect(socket_path)
     try:
         try:
             sock.sendall(data)

@@ -84,9 +84,14 @@ def test_the_spec_documents_exactly_the_routes_the_daemon_serves(control):
         "info.version is the daemon's version (LatchkeyVersion.string)"
 
 
-def readme_curl_operations() -> set[Operation]:
-    """The operations of the README's curl examples (continuation lines joined)."""
-    text = (openapi_spec.SPEC_PATH.parents[1] / "README.md").read_text(encoding="utf-8").replace("\\\n", " ")
+# The pages that hold the control API's curl examples: the API itself, and its CI routes.
+CURL_EXAMPLE_PAGES = ("docs/control-api.md", "docs/automation.md")
+
+
+def docs_curl_operations() -> set[Operation]:
+    """The operations of the curl examples in CURL_EXAMPLE_PAGES (continuation lines joined)."""
+    repo = openapi_spec.SPEC_PATH.parents[1]
+    text = "\n".join((repo / page).read_text(encoding="utf-8") for page in CURL_EXAMPLE_PAGES).replace("\\\n", " ")
     found = set()
     for line in text.splitlines():
         if "curl --unix-socket" not in line:
@@ -100,9 +105,9 @@ def readme_curl_operations() -> set[Operation]:
     return found
 
 
-def test_the_readme_has_a_curl_example_for_every_operation():
-    missing = openapi_spec.operations() - readme_curl_operations()
-    assert not missing, f"no curl example in README.md: {sorted(map(str, missing))}"
+def test_the_docs_have_a_curl_example_for_every_operation():
+    missing = openapi_spec.operations() - docs_curl_operations()
+    assert not missing, f"no curl example in {' or '.join(CURL_EXAMPLE_PAGES)}: {sorted(map(str, missing))}"
 
 
 def test_the_event_stream_as_documented(control, make_key, events):

@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from fido2.ctap2 import Ctap2
 
 import rp
-from conftest import HOST, Opened, built_binary, free_port, wait_for
+from conftest import HOST, Opened, as_daemon_account, built_binary, free_port, wait_for
 from fake_webdriver import FakeWebDriver
 from test_automation import get_assertion, verify_es256
 
@@ -59,8 +59,10 @@ class Intermediary:
             pytest.skip(f"no latchkey-webdriver at {binary} (set LATCHKEY_WEBDRIVER)")
         self.port = free_port()
         self.log_path = workdir / f"latchkey-webdriver-{self.port}.log"
-        argv = [str(binary), "--port", str(self.port), "--upstream", upstream, "--socket", socket_path,
-                "--idle-timeout", str(idle_timeout), "--log-level", "debug"]
+        # As the keys' owner, the account the suite's control client speaks as: the keys
+        # it makes are its caller's (docs/access.md).
+        argv = as_daemon_account([binary, "--port", self.port, "--upstream", upstream, "--socket", socket_path,
+                                  "--idle-timeout", idle_timeout, "--log-level", "debug"])
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                          start_new_session=True)

@@ -24,7 +24,22 @@ public struct KeyDocument: Codable, Sendable, Equatable {
         public var attached: Bool
     }
 
+    /// The account a key belongs to (docs/access.md).
+    public struct Owner: Codable, Sendable, Equatable {
+        public var uid: UInt32
+        /// The account's name, when the password database has one.
+        public var name: String?
+
+        init(uid: UInt32) {
+            self.uid = uid
+            name = AccountNames.name(of: uid)
+        }
+    }
+
     public var name: String
+    public var owner: Owner
+    /// Whether its private keys may leave without its PIN (set when it was made).
+    public var exportable: Bool
     public var aaguid: String
     public var presence: String
     public var credentials: Int
@@ -90,10 +105,17 @@ public struct StatusDocument: Codable, Sendable {
     public var keys: [KeyDocument]
 }
 
-/// POST /v1/keys. The feature switches take WebDriver's names (WebAuthn
-/// §11); left out, a key has everything but user verification.
+/// POST /v1/keys, and what key.json remembers of a key made through the API.
+/// The feature switches take WebDriver's names (WebAuthn §11); left out, a
+/// key has everything but user verification.
 public struct CreateKeyRequest: Codable, Sendable {
     public var name: String
+    /// The account the key is for: the caller's own when left out; another
+    /// only for root. key.json holds the uid it named.
+    public var owner: AccountReference?
+    /// Whether its private keys may leave without its PIN (export,
+    /// ?privateKey=true); default false. Never changed afterwards.
+    public var exportable: Bool?
     public var presence: PresenceMode?
     public var uhid: Bool?
     public var usbip: Bool?
@@ -209,6 +231,13 @@ public struct PresenceDocument: Codable, Sendable, Equatable {
     public var timeoutSeconds: Int?
 }
 
+extension PresenceDocument {
+    /// A broker's settings as the API shows them.
+    init(_ settings: PresenceBroker.Settings) {
+        self.init(mode: settings.mode, timeoutSeconds: settings.timeoutSeconds)
+    }
+}
+
 /// PUT /v1/keys/{name}/credentials/{id}/user: a field left out (or null)
 /// keeps its value, an empty one removes it.
 public struct UserUpdateRequest: Codable, Sendable {
@@ -250,6 +279,9 @@ public struct PINRequest: Codable, Sendable {
 
 /// GET and PUT /v1/keys/{name}/config; every field is optional in a PUT.
 public struct ConfigDocument: Codable, Sendable, Equatable {
+    /// Never in an answer; a PUT that names it is refused: a key's
+    /// `exportable` is chosen when it is made (POST /v1/keys) and never changes.
+    public var exportable: Bool?
     public var alwaysUv: Bool?
     /// Never decreases; at most 63.
     public var minPINLength: Int?
@@ -264,6 +296,7 @@ extension ConfigDocument {
     /// The settings part of the key's PIN status.
     init(_ status: PINStatus) {
         self.init(
+            exportable: nil,
             alwaysUv: status.alwaysUv,
             minPINLength: status.minPINLength,
             forcePINChange: status.forcePINChange,
@@ -294,14 +327,64 @@ public struct PresenceAnswerDocument: Codable, Sendable {
     public var outcome: String
 }
 
-/// Every error: {"error": {"code": "...", "message": "..."}}.
+/// Every error: {"error": {"code": "...", "message": "..."}}; an access
+/// refusal (403 forbidden) adds the rule that refused (docs/access.md).
 public struct ErrorDocument: Codable, Sendable {
     public struct Body: Codable, Sendable {
         public var code: String
         public var message: String
+        public var rule: String?
+
+        init(code: String, message: String, rule: String? = nil) {
+            self.code = code
+            self.message = message
+            self.rule = rule
+        }
     }
 
     public var error: Body
+}
+
+/// An account as a request names it: a user name, or a uid as a number (or
+/// as a string of digits).
+public enum AccountReference: Codable, Sendable, Equatable, CustomStringConvertible {
+    case name(String)
+    case uid(UInt32)
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if let uid = try? container.decode(UInt32.self) {
+            self = .uid(uid)
+        } else {
+            self = .name(try container.decode(String.self))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .name(let name): try container.encode(name)
+        case .uid(let uid): try container.encode(uid)
+        }
+    }
+
+    /// The uid it names, nil for a name the password database does not know
+    /// or for (uid_t)-1, which is no account.
+    public var uid: UInt32? {
+        let uid: UInt32? =
+            switch self {
+            case .uid(let uid): uid
+            case .name(let name): AccountNames.uid(of: name)
+            }
+        return uid == Caller.unidentified.uid ? nil : uid
+    }
+
+    public var description: String {
+        switch self {
+        case .name(let name): name
+        case .uid(let uid): "\(uid)"
+        }
+    }
 }
 
 /// base64url without padding (RFC 4648 §5), as WebAuthn JSON uses.
@@ -325,12 +408,23 @@ public struct ControlError: Error, Sendable {
     public var status: Int
     public var code: String
     public var message: String
+    /// For a refusal of access: the rule's name (Keys/Access.swift).
+    public var rule: String?
 
-    public init(_ status: Int, _ code: String, _ message: String) {
+    public init(_ status: Int, _ code: String, _ message: String, rule: String? = nil) {
         self.status = status
         self.code = code
         self.message = message
+        self.rule = rule
     }
+
+    /// A refusal of access: 403 `forbidden`, its reason and rule.
+    init(_ refusal: AccessRefusal) {
+        self.init(403, "forbidden", refusal.reason, rule: refusal.rule)
+    }
+
+    /// The error document of this failure.
+    var document: ErrorDocument { ErrorDocument(error: .init(code: code, message: message, rule: rule)) }
 
     /// The one mapping from the engine's administrative errors to statuses
     /// and codes; `key` names the key in the message.

@@ -76,9 +76,15 @@ enum ControlHTTPLimits {
     }
 }
 
-/// Hummingbird's HTTP/1.1 channel, with the guards added to each connection.
+/// Hummingbird's HTTP/1.1 channel, with the guards added to each connection
+/// and its peer identified (ControlRequestContext.swift).
 struct GuardedHTTP1Channel: ServerChildChannel {
-    typealias Value = HTTP1Channel.Value
+    /// A connection and the process that opened it.
+    struct Value: ServerChildChannelValue {
+        let inner: HTTP1Channel.Value
+        let caller: Caller
+        var channel: any Channel { inner.channel }
+    }
 
     let inner: HTTP1Channel
 
@@ -104,20 +110,27 @@ struct GuardedHTTP1Channel: ServerChildChannel {
     }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        inner.setup(channel: channel, logger: logger).flatMapThrowing { value in
-            // The meter goes first, before the HTTP decoder; it reaches the
-            // guard's state through the guard in the same pipeline.
-            let guardHandler = try channel.pipeline.syncOperations.handler(type: ConnectionGuard.self)
-            try channel.pipeline.syncOperations.addHandler(
-                RequestLineMeter(connection: guardHandler.connection),
-                position: .first
-            )
-            return value
+        // A peer the kernel does not name fails the setup: the connection
+        // closes before a request is read.
+        ControlConnection.peer(of: channel).flatMap { caller in
+            inner.setup(channel: channel, logger: logger).flatMapThrowing { value in
+                // The meter goes first, before the HTTP decoder; it reaches the
+                // guard's state through the guard in the same pipeline.
+                let guardHandler = try channel.pipeline.syncOperations.handler(type: ConnectionGuard.self)
+                try channel.pipeline.syncOperations.addHandler(
+                    RequestLineMeter(connection: guardHandler.connection),
+                    position: .first
+                )
+                return Value(inner: value, caller: caller)
+            }
         }
     }
 
+    /// Serves the connection's requests, each with its caller (one task runs them all).
     func handle(value: Value, logger: Logger) async {
-        await inner.handle(value: value, logger: logger)
+        await ControlConnection.$caller.withValue(value.caller) {
+            await inner.handle(value: value.inner, logger: logger)
+        }
     }
 }
 

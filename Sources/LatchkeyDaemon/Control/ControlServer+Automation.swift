@@ -7,51 +7,43 @@ import Hummingbird
 import LatchkeyNames
 
 extension ControlServer {
-    func addAutomationRoutes(to router: Router<BasicRequestContext>) {
+    func addAutomationRoutes(to routes: ControlRoutes) {
         let manager = self.manager
 
-        addKeyBodyRoute(router, .put, "/v1/keys/:name/user-verified") { (name, body: UserVerifiedDocument) in
-            try await manager.setUserVerified(name, body.isUserVerified)
+        routes.keyBody(.put, "user-verified", .use) { (context, body: UserVerifiedDocument) in
+            try await manager.setUserVerified(context.key, body.isUserVerified, by: context.caller)
         }
-        router.get("/v1/keys/:name/user-verified") { _, context in
-            try await answer {
-                UserVerifiedDocument(
-                    isUserVerified: try await manager.key(try keyName(context)).presence.isUserVerified
-                )
-            }
+        routes.key(.get, "user-verified", .see) { _, context in
+            try await manager.userVerified(context.key, by: context.caller)
         }
 
-        addKeyBodyRoute(router, .post, "/v1/keys/:name/overrides", status: .created) { (name, body: OverrideRequest) in
-            try await manager.addOverride(name, body)
+        routes.keyBody(.post, "overrides", .use, status: .created) { (context, body: OverrideRequest) in
+            try await manager.addOverride(context.key, body, by: context.caller)
         }
-        router.get("/v1/keys/:name/overrides") { _, context in
-            try await answer { try await manager.key(try keyName(context)).overrides.entries }
+        routes.key(.get, "overrides", .use) { _, context in
+            try await manager.overrides(context.key, by: context.caller)
         }
-        router.delete("/v1/keys/:name/overrides") { _, context in
-            try await answer(status: .noContent) {
-                try await manager.key(try keyName(context)).overrides.clear()
-                return Empty()
-            }
+        routes.key(.delete, "overrides", .use, status: .noContent) { _, context in
+            try await manager.clearOverrides(context.key, by: context.caller)
+            return Empty()
         }
 
-        router.get("/v1/keys/:name/credentials/:id") { request, context in
-            try await answer {
-                try await manager.credential(
-                    try keyName(context),
-                    id: try parameter(context, "id"),
-                    includePrivateKey: request.uri.queryParameters.get("privateKey") == "true"
-                )
-            }
+        // ?privateKey=true takes the export tier: an exportable key only, as
+        // a GET carries no PIN (docs/access.md, "Export").
+        routes.key(.get, "credentials/:id", .use, privateKey: .export) { request, context in
+            try await manager.credential(
+                context.key,
+                id: try parameter(context, "id"),
+                includePrivateKey: request.uri.queryParameters.get("privateKey") == "true",
+                by: context.caller
+            )
         }
-        addKeyBodyRoute(router, .post, "/v1/keys/:name/credentials", status: .created) {
-            (name, body: SeedCredentialRequest) in
-            try await manager.seedCredential(name, body)
+        routes.keyBody(.post, "credentials", .use, status: .created) { (context, body: SeedCredentialRequest) in
+            try await manager.seedCredential(context.key, body, by: context.caller)
         }
-        router.delete("/v1/keys/:name/credentials") { _, context in
-            try await answer(status: .noContent) {
-                try await manager.clearCredentials(try keyName(context))
-                return Empty()
-            }
+        routes.key(.delete, "credentials", .use, status: .noContent) { _, context in
+            try await manager.clearCredentials(context.key, by: context.caller)
+            return Empty()
         }
     }
 }

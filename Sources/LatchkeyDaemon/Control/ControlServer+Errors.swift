@@ -33,7 +33,7 @@ final class RouteTable: Sendable {
 
 /// Turns what reaches the router as an error into the error document.
 struct ErrorDocumentMiddleware: RouterMiddleware {
-    typealias Context = BasicRequestContext
+    typealias Context = ControlRequestContext
 
     let table: RouteTable
 
@@ -43,12 +43,12 @@ struct ErrorDocumentMiddleware: RouterMiddleware {
         next: (Request, Context) async throws -> Response
     ) async throws -> Response {
         do {
-            // A route's `{name}` is checked before its handler runs (a body
-            // is not even decoded): a bad name is always this 400.
-            if context.parameters.get("name") != nil { _ = try keyName(context) }
+            // A key route's `{name}` is checked before its handler runs (a
+            // body is not even decoded): a bad name is always the 400 that
+            // KeyRequestContext throws, which arrives here.
             return try await next(request, context)
         } catch let error as ControlError {
-            return json(ErrorDocument(error: .init(code: error.code, message: error.message)), status: .init(code: error.status))
+            return json(error.document, status: .init(code: error.status))
         } catch let error as any HTTPResponseError {
             return answer(error.status, request: request)
         } catch {

@@ -1,7 +1,9 @@
 // GET /v1/events: the event bus as server-sent events (text/event-stream),
-// every key's or one key's (?key=NAME). Each event is `event: NAME`, `id:
-// SEQ` and one `data:` line of JSON (EventBus.swift, README "Events"). A
-// comment line every 15 s keeps idle proxies open and finds clients that left.
+// every key's or one key's (?key=NAME), of the keys the caller holds `use` on
+// (the key manager filters each subscription by its caller). Each event is
+// `event: NAME`, `id: SEQ` and one `data:` line of JSON (EventBus.swift,
+// README "Events"). A comment line every 15 s keeps idle proxies open and
+// finds clients that left.
 
 import Foundation
 import Hummingbird
@@ -13,9 +15,9 @@ extension ControlServer {
     /// How often an idle stream sends a comment.
     static let eventHeartbeat: Duration = .seconds(15)
 
-    func addEventRoutes(to router: Router<BasicRequestContext>) {
+    func addEventRoutes(to routes: ControlRoutes) {
         let manager = self.manager
-        router.get("/v1/events") { request, _ in
+        routes.on(.get, "/v1/events", .listing(.use)) { request, context in
             var key: KeyName?
             if let text = request.uri.queryParameters.get("key") {
                 // A key that does not exist yet may be created later; only the name is checked.
@@ -25,7 +27,12 @@ extension ControlServer {
                     return json(ErrorDocument(error: .init(code: "bad_request", message: "key: \(error)")), status: .badRequest)
                 }
             }
-            let subscription = manager.events.subscribe(key: key?.rawValue)
+            let subscription: EventSubscription
+            do throws(ControlError) {
+                subscription = try await manager.subscribe(key: key, by: context.caller)
+            } catch {
+                return json(error.document, status: .init(code: error.status))
+            }
             var headers = HTTPFields()
             headers[.contentType] = "text/event-stream"
             headers[.cacheControl] = "no-cache"

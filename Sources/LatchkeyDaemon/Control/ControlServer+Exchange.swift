@@ -16,34 +16,30 @@ import NIOCore
 import NIOPosix
 
 extension ControlServer {
-    func addExchangeRoutes(to router: Router<BasicRequestContext>) {
+    func addExchangeRoutes(to routes: ControlRoutes) {
         let manager = self.manager
 
-        addKeyBodyRoute(router, .post, "/v1/keys/:name/signals/accepted-credentials") {
-            (name, body: AcceptedCredentialsSignal) in
-            try await manager.signalAcceptedCredentials(name, body)
+        routes.keyBody(.post, "signals/accepted-credentials", .use) { (context, body: AcceptedCredentialsSignal) in
+            try await manager.signalAcceptedCredentials(context.key, body, by: context.caller)
         }
-        addKeyBodyRoute(router, .post, "/v1/keys/:name/signals/current-user-details") {
-            (name, body: CurrentUserDetailsSignal) in
-            try await manager.signalCurrentUserDetails(name, body)
+        routes.keyBody(.post, "signals/current-user-details", .use) { (context, body: CurrentUserDetailsSignal) in
+            try await manager.signalCurrentUserDetails(context.key, body, by: context.caller)
         }
-        addKeyBodyRoute(router, .post, "/v1/keys/:name/signals/unknown-credential") {
-            (name, body: UnknownCredentialSignal) in
-            try await manager.signalUnknownCredential(name, body)
+        routes.keyBody(.post, "signals/unknown-credential", .use) { (context, body: UnknownCredentialSignal) in
+            try await manager.signalUnknownCredential(context.key, body, by: context.caller)
         }
 
-        router.post("/v1/keys/:name/export") { request, context in
+        routes.keyResponse(.post, "export", .export) { request, context in
             do {
                 let body: ExportRequest = try await decode(request)
                 let passphrase = try Self.exportPassphrase(body)
-                let (cxf, count) = try await manager.exportCXF(try keyName(context))
-                guard let passphrase else {
-                    return Self.document(cxf, passkeys: count)
-                }
-                let envelope = try await NIOThreadPool.singleton.runIfActive {
-                    try ExchangeEnvelope.seal(Array(cxf), passphrase: passphrase)
-                }
-                return Self.document(JSONValue.encodable(envelope), passkeys: count)
+                let export = try await manager.exportCXF(
+                    context.key,
+                    pin: body.pin,
+                    by: context.caller,
+                    sealing: passphrase.map(Self.sealing)
+                )
+                return Self.document(export.document, passkeys: export.count)
             } catch {
                 // The error document for every failure, an encryption failure included.
                 let reported: any Error =
@@ -53,15 +49,24 @@ extension ControlServer {
             }
         }
 
-        router.post("/v1/keys/:name/import") { request, context in
-            try await answer {
-                let name = try keyName(context)
+        routes.key(.post, "import", .use) { request, context in
+            // The document is read (and an envelope opened) once the caller may use the key.
+            try await manager.importCXF(context.key, by: context.caller) {
                 var request = request
                 let buffer = try await request.collectBody(upTo: ControlHTTPLimits.maxImportBodyBytes)
                 let body = try JSONDecoder().decode(ImportRequest.self, from: Data(buffer.readableBytesView))
-                let entries = try await Self.entries(of: body)
-                return try await manager.importCXF(name, entries)
+                return try await Self.entries(of: body)
             }
+        }
+    }
+
+    /// Encrypts a CXF document under `passphrase` into the envelope's JSON, on NIO's thread pool.
+    private static func sealing(_ passphrase: String) -> @Sendable (Data) async throws -> Data {
+        { cxf in
+            let envelope = try await NIOThreadPool.singleton.runIfActive {
+                try ExchangeEnvelope.seal(Array(cxf), passphrase: passphrase)
+            }
+            return JSONValue.encodable(envelope)
         }
     }
 

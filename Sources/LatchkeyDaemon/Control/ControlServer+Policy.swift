@@ -65,62 +65,51 @@ struct PasswordUsedDocument: Codable, Sendable {
 }
 
 extension ControlServer {
-    func addPolicyRoutes(to router: Router<BasicRequestContext>) {
+    func addPolicyRoutes(to routes: ControlRoutes) {
         let manager = self.manager
 
-        router.get("/v1/keys/:name/policy") { _, context in
-            try await answer { PolicyDocument(try await manager.presence(try keyName(context))) }
+        routes.key(.get, "policy", .use) { _, context in
+            PolicyDocument(try await manager.policy(context.key, by: context.caller))
         }
-        router.put("/v1/keys/:name/policy") { request, context in
-            try await answer {
-                let body: PolicyOverrides = try await decode(request)
-                let broker = try await manager.presence(try keyName(context))
-                do throws(ConfigurationError) {
-                    _ = try broker.update(policy: body)
-                } catch {
-                    throw ControlError.badRequest(error.message)
-                }
-                return PolicyDocument(broker)
+        routes.keyBody(.put, "policy", .use) { (context, body: PolicyOverrides) in
+            let broker = try await manager.policy(context.key, by: context.caller)
+            do throws(ConfigurationError) {
+                _ = try broker.update(policy: body)
+            } catch {
+                throw ControlError.badRequest(error.message)
             }
+            return PolicyDocument(broker)
         }
-        router.post("/v1/keys/:name/signals/password-used") { request, context in
-            try await answer {
-                let name = try keyName(context)
-                let body: PasswordUsedRequest = try await decode(request)
-                guard RPPattern.isValid(body.rpId), !body.rpId.hasPrefix("*.") else {
-                    throw ControlError.badRequest("rpId must be an RP ID such as example.com")
-                }
-                guard !body.userName.isEmpty, body.userName.utf8.count <= 256 else {
-                    throw ControlError.badRequest("userName must be 1 to 256 bytes")
-                }
-                let broker = try await manager.presence(name)
-                guard broker.policySettings.conditionalRegistration else {
-                    throw ControlError.conflict("conditional registration is off for key \(name)")
-                }
-                let signal = broker.passwordUsed(rpId: body.rpId, userName: body.userName)
-                let now = broker.now
-                return PasswordUsedDocument(
-                    key: name.rawValue,
-                    rpId: signal.rpId,
-                    userName: signal.userName,
-                    expiresInMs: Int(signal.expiresAt > now ? signal.expiresAt - now : 0)
-                )
+        routes.keyBody(.post, "signals/password-used", .use) { (context, body: PasswordUsedRequest) in
+            let broker = try await manager.policy(context.key, by: context.caller)
+            guard RPPattern.isValid(body.rpId), !body.rpId.hasPrefix("*.") else {
+                throw ControlError.badRequest("rpId must be an RP ID such as example.com")
             }
+            guard !body.userName.isEmpty, body.userName.utf8.count <= 256 else {
+                throw ControlError.badRequest("userName must be 1 to 256 bytes")
+            }
+            guard broker.policySettings.conditionalRegistration else {
+                throw ControlError.conflict("conditional registration is off for key \(context.key)")
+            }
+            let signal = broker.passwordUsed(rpId: body.rpId, userName: body.userName)
+            let now = broker.now
+            return PasswordUsedDocument(
+                key: context.key.rawValue,
+                rpId: signal.rpId,
+                userName: signal.userName,
+                expiresInMs: Int(signal.expiresAt > now ? signal.expiresAt - now : 0)
+            )
         }
-        router.get("/v1/keys/:name/policy/decisions") { request, context in
-            try await answer {
-                let broker = try await manager.presence(try keyName(context))
-                var limit = PolicyDecisionLog.defaultCapacity
-                if let text = request.uri.queryParameters.get("limit") {
-                    guard let value = Int(text), (1...PolicyDecisionLog.defaultCapacity).contains(value) else {
-                        throw ControlError.badRequest(
-                            "limit must be between 1 and \(PolicyDecisionLog.defaultCapacity)"
-                        )
-                    }
-                    limit = value
+        routes.key(.get, "policy/decisions", .use) { request, context in
+            let broker = try await manager.policy(context.key, by: context.caller)
+            var limit = PolicyDecisionLog.defaultCapacity
+            if let text = request.uri.queryParameters.get("limit") {
+                guard let value = Int(text), (1...PolicyDecisionLog.defaultCapacity).contains(value) else {
+                    throw ControlError.badRequest("limit must be between 1 and \(PolicyDecisionLog.defaultCapacity)")
                 }
-                return broker.decisions.latest(limit)
+                limit = value
             }
+            return broker.decisions.latest(limit)
         }
     }
 }

@@ -1,26 +1,162 @@
-// GET /v1/api/routes: the routes the control API has registered, as the
-// router holds them (README "Control API"). The e2e suite compares this
-// listing with docs/control-api.openapi.yaml in both directions, so an
-// endpoint cannot be added or dropped without the spec following.
+// The route table: every route of the control API with who may call it, and
+// GET /v1/api/routes, which answers it as the router holds it (README
+// "Control API", docs/access.md). Routes are registered only through
+// `ControlRoutes`, which takes each one's access with it, so the table cannot
+// leave a route out. The e2e suite compares the listing with
+// docs/control-api.openapi.yaml in both directions and walks it as the key's
+// owner, another account and root; a unit test compares docs/access.md's table
+// with it.
+//
+// A key route's access is checked before its handler runs, before its body
+// is read: the route asks the key manager to authorize the caller for the
+// tier it declares (a missing key is a 404, another owner's a 403), and the
+// manager's entry point the handler then calls checks its own tier again
+// before it touches the key. Both ask Keys/Access.swift; neither decides here.
 
 import Hummingbird
+import LatchkeyNames
 
-/// One registered route: `GET /v1/keys/{name}`, parameters in OpenAPI's braces.
+/// Who may call a route.
+enum RouteAccess: Sendable, Equatable {
+    /// Any caller the socket lets in: the daemon's own facts, or creating a
+    /// key of one's own (root may name another owner).
+    case anyCaller
+    /// A listing: it shows only the keys (or their requests or events) the
+    /// caller holds the tier on.
+    case listing(KeyAccess)
+    /// The tier on the route's key (its `{name}`, or the key of the pending
+    /// request it answers); `privateKey`: the tier with ?privateKey=true.
+    case key(KeyAccess, privateKey: KeyAccess? = nil)
+}
+
+/// One registered route: `GET /v1/keys/{name}`, parameters in OpenAPI's braces,
+/// and who may call it: `access` is `any`, `listing` (shown filtered by
+/// `filter`) or a tier; `privateKey` is the tier ?privateKey=true needs.
 struct RouteDocument: Codable, Sendable, Equatable, Comparable {
     var method: String
     var path: String
+    var access: String
+    var filter: KeyAccess?
+    var privateKey: KeyAccess?
+
+    init(method: String, path: String, access: RouteAccess) {
+        self.method = method
+        self.path = path
+        switch access {
+        case .anyCaller:
+            self.access = "any"
+        case .listing(let tier):
+            self.access = "listing"
+            filter = tier
+        case .key(let tier, let privateKey):
+            self.access = tier.rawValue
+            self.privateKey = privateKey
+        }
+    }
 
     static func < (lhs: RouteDocument, rhs: RouteDocument) -> Bool {
         (lhs.path, lhs.method) < (rhs.path, rhs.method)
     }
 }
 
+/// Registers the control API's routes, each with its access. Used once, while
+/// the application is built.
+final class ControlRoutes {
+    let router: Router<ControlRequestContext>
+    private let manager: KeyManager
+    private let keys: RouterGroup<KeyRequestContext>
+    private var access: [String: RouteAccess] = [:]
+    private static let keyPath: RouterPath = "/v1/keys/:name"
+
+    init(router: Router<ControlRequestContext>, manager: KeyManager) {
+        self.router = router
+        self.manager = manager
+        keys = router.group(Self.keyPath, context: KeyRequestContext.self)
+    }
+
+    /// A route outside /v1/keys/{name}.
+    func on(
+        _ method: HTTPRequest.Method,
+        _ path: RouterPath,
+        _ access: RouteAccess,
+        _ handle: @escaping @Sendable (Request, ControlRequestContext) async throws -> Response
+    ) {
+        record(method, path, access)
+        router.on(path, method: method, use: handle)
+    }
+
+    /// A route under /v1/keys/{name} (`path` relative to it, "" for the key
+    /// itself) that answers what `handle` returns, or its error document.
+    func key(
+        _ method: HTTPRequest.Method,
+        _ path: RouterPath,
+        _ tier: KeyAccess,
+        privateKey: KeyAccess? = nil,
+        status: HTTPResponse.Status = .ok,
+        _ handle: @escaping @Sendable (Request, KeyRequestContext) async throws -> some Encodable & SendableMetatype
+    ) {
+        keyResponse(method, path, tier, privateKey: privateKey) { request, context in
+            try await answer(status: status) { try await handle(request, context) }
+        }
+    }
+
+    /// A key route whose request body is a `Body`.
+    func keyBody<Body: Decodable & SendableMetatype, Answer: Encodable & SendableMetatype>(
+        _ method: HTTPRequest.Method,
+        _ path: RouterPath,
+        _ tier: KeyAccess,
+        status: HTTPResponse.Status = .ok,
+        _ handle: @escaping @Sendable (KeyRequestContext, Body) async throws -> Answer
+    ) {
+        key(method, path, tier, status: status) { request, context in
+            let body: Body = try await decode(request)
+            return try await handle(context, body)
+        }
+    }
+
+    /// A key route that makes its response itself.
+    func keyResponse(
+        _ method: HTTPRequest.Method,
+        _ path: RouterPath,
+        _ tier: KeyAccess,
+        privateKey: KeyAccess? = nil,
+        _ handle: @escaping @Sendable (Request, KeyRequestContext) async throws -> Response
+    ) {
+        record(method, Self.keyPath.appendingPath(path), .key(tier, privateKey: privateKey))
+        let manager = self.manager
+        keys.on(path, method: method) { request, context in
+            do throws(ControlError) {
+                try await manager.authorize(context.key, tier, by: context.caller)
+            } catch {
+                return json(error.document, status: .init(code: error.status))
+            }
+            return try await handle(request, context)
+        }
+    }
+
+    /// The table, once every route is registered; every route the router holds is in it.
+    func table() -> [RouteDocument] {
+        router.routes.map { route in
+            let method = route.method.rawValue
+            let path = route.path.description
+            guard let access = access["\(method) \(path)"] else {
+                preconditionFailure("route \(method) \(path) was registered without its access")
+            }
+            return RouteDocument(method: method, path: path, access: access)
+        }.sorted()
+    }
+
+    private func record(_ method: HTTPRequest.Method, _ path: RouterPath, _ access: RouteAccess) {
+        self.access["\(method.rawValue) \(path.description)"] = access
+    }
+}
+
 extension ControlServer {
     /// Registers the listing; call it after every other route so that the
     /// table, filled once here, holds them all (itself included).
-    func addRouteListing(to router: Router<BasicRequestContext>, table: RouteTable) {
-        router.get("/v1/api/routes") { _, _ in json(table.routes.withLock { $0 }) }
-        let routes = router.routes.map { RouteDocument(method: $0.method.rawValue, path: $0.path.description) }
-        table.routes.withLock { $0 = routes.sorted() }
+    func addRouteListing(to routes: ControlRoutes, table: RouteTable) {
+        routes.on(.get, "/v1/api/routes", .anyCaller) { _, _ in json(table.routes.withLock { $0 }) }
+        let documents = routes.table()
+        table.routes.withLock { $0 = documents }
     }
 }

@@ -1,6 +1,8 @@
 // The control API: HTTP/1.1 + JSON on a Unix socket, versioned under /v1
-// (README "Control API" lists every endpoint). The socket is mode 0660: who
-// may drive the keys is decided by file permissions on it and its directory.
+// (README "Control API" lists every endpoint). The socket is mode 0660: its
+// permissions decide who may connect; what a connection may do with each key
+// is decided per request, by the caller the kernel names for it
+// (ControlRequestContext.swift) and the key's owner (docs/access.md).
 
 import CTAP
 import Foundation
@@ -21,14 +23,21 @@ struct ControlServer {
     let started = ContinuousClock.now
     let logger: Logger
 
-    func application() -> some ApplicationProtocol {
-        let router = Router(context: BasicRequestContext.self)
+    /// The router with every route, and the table GET /v1/api/routes answers.
+    func makeRouter() -> (router: Router<ControlRequestContext>, table: RouteTable) {
+        let router = Router(context: ControlRequestContext.self)
         let table = RouteTable()
         // First: middleware only wraps the routes registered after it.
         router.add(middleware: ErrorDocumentMiddleware(table: table))
-        addRoutes(to: router)
-        addPolicyRoutes(to: router)
-        addRouteListing(to: router, table: table)
+        let routes = ControlRoutes(router: router, manager: manager)
+        addRoutes(to: routes)
+        addPolicyRoutes(to: routes)
+        addRouteListing(to: routes, table: table)
+        return (router, table)
+    }
+
+    func application() -> some ApplicationProtocol {
+        let router = makeRouter().router
         let socketPath = self.socketPath
         let logger = self.logger
         let listening = self.listening
@@ -48,107 +57,76 @@ struct ControlServer {
         )
     }
 
-    private func addRoutes(to router: Router<BasicRequestContext>) {
+    private func addRoutes(to routes: ControlRoutes) {
         let manager = self.manager
-        let board = self.board
         let started = self.started
         let stateDirectory = self.stateDirectory
 
-        addEventRoutes(to: router)
-        addAutomationRoutes(to: router)
-        router.get("/v1/status") { _, _ in
+        addEventRoutes(to: routes)
+        addAutomationRoutes(to: routes)
+        routes.on(.get, "/v1/status", .listing(.see)) { _, context in
             json(
                 StatusDocument(
-                    version: Self.version, uptimeSeconds: Int((ContinuousClock.now - started).components.seconds),
-                    stateDirectory: stateDirectory, keys: await manager.documents()
+                    version: Self.version,
+                    uptimeSeconds: Int((ContinuousClock.now - started).components.seconds),
+                    stateDirectory: stateDirectory,
+                    keys: await manager.documents(by: context.caller)
                 )
             )
         }
-        router.get("/v1/keys") { _, _ in json(await manager.documents()) }
-        router.post("/v1/keys") { request, _ in
+        routes.on(.get, "/v1/keys", .listing(.see)) { _, context in json(await manager.documents(by: context.caller)) }
+        routes.on(.post, "/v1/keys", .anyCaller) { request, context in
             try await answer(status: .created) {
                 let body: CreateKeyRequest = try await decode(request)
-                return try await manager.create(body)
+                return try await manager.create(body, by: context.caller)
             }
         }
-        router.get("/v1/keys/:name") { _, context in
-            try await answer { try await manager.document(named: try keyName(context)) }
+        routes.key(.get, "", .see) { _, context in try await manager.document(named: context.key, by: context.caller) }
+        routes.key(.delete, "", .manage, status: .noContent) { _, context in
+            try await manager.delete(context.key, by: context.caller)
+            return Empty()
         }
-        router.delete("/v1/keys/:name") { _, context in
-            try await answer(status: .noContent) {
-                try await manager.delete(try keyName(context))
-                return Empty()
-            }
+        routes.key(.post, "replug", .manage) { _, context in try await manager.replug(context.key, by: context.caller) }
+        routes.key(.get, "credentials", .use) { _, context in
+            try await manager.credentials(context.key, by: context.caller)
         }
-        router.post("/v1/keys/:name/replug") { _, context in
-            try await answer {
-                let name = try keyName(context)
-                try await manager.replug(name)
-                return try await manager.document(named: name)
-            }
+        routes.key(.delete, "credentials/:id", .use, status: .noContent) { _, context in
+            try await manager.deleteCredential(context.key, id: try parameter(context, "id"), by: context.caller)
+            return Empty()
         }
-        router.get("/v1/keys/:name/credentials") { _, context in
-            try await answer { try await manager.credentials(try keyName(context)) }
+        routes.key(.put, "credentials/:id/user", .use) { request, context in
+            let body: UserUpdateRequest = try await decode(request)
+            return try await manager.updateUser(context.key, id: try parameter(context, "id"), body, by: context.caller)
         }
-        router.delete("/v1/keys/:name/credentials/:id") { _, context in
-            try await answer(status: .noContent) {
-                try await manager.deleteCredential(try keyName(context), id: try parameter(context, "id"))
-                return Empty()
-            }
+        routes.key(.get, "pin", .see) { _, context in try await manager.pinStatus(context.key, by: context.caller) }
+        routes.keyBody(.put, "pin", .use) { (context, body: PINRequest) in
+            try await manager.updatePIN(context.key, body, by: context.caller)
         }
-        router.put("/v1/keys/:name/credentials/:id/user") { request, context in
-            try await answer {
-                let body: UserUpdateRequest = try await decode(request)
-                return try await manager.updateUser(
-                    try keyName(context), id: try parameter(context, "id"), body
-                )
-            }
+        routes.key(.get, "config", .see) { _, context in
+            try await manager.configuration(context.key, by: context.caller)
         }
-        router.get("/v1/keys/:name/pin") { _, context in
-            try await answer { try await manager.pinStatus(try keyName(context)) }
+        routes.keyBody(.put, "config", .manage) { (context, body: ConfigDocument) in
+            try await manager.updateConfiguration(context.key, body, by: context.caller)
         }
-        addKeyBodyRoute(router, .put, "/v1/keys/:name/pin") { (name, body: PINRequest) in
-            try await manager.updatePIN(name, body)
+        routes.key(.get, "large-blobs", .use) { _, context in
+            try await manager.largeBlobs(context.key, by: context.caller)
         }
-        router.get("/v1/keys/:name/config") { _, context in
-            try await answer { try await manager.configuration(try keyName(context)) }
+        routes.key(.post, "reset", .manage) { _, context in try await manager.reset(context.key, by: context.caller) }
+        routes.key(.get, "presence", .see) { _, context in
+            try await manager.presenceSettings(context.key, by: context.caller)
         }
-        addKeyBodyRoute(router, .put, "/v1/keys/:name/config") { (name, body: ConfigDocument) in
-            try await manager.updateConfiguration(name, body)
+        routes.keyBody(.put, "presence", .use) { (context, body: PresenceDocument) in
+            try await manager.updatePresence(context.key, body, by: context.caller)
         }
-        router.get("/v1/keys/:name/large-blobs") { _, context in
-            try await answer { try await manager.largeBlobs(try keyName(context)) }
+        addExchangeRoutes(to: routes)
+        routes.on(.get, "/v1/presence/pending", .listing(.answer)) { _, context in
+            json(manager.pending(by: context.caller))
         }
-        router.post("/v1/keys/:name/reset") { _, context in
-            try await answer { try await manager.reset(try keyName(context)) }
-        }
-        router.get("/v1/keys/:name/presence") { _, context in
-            try await answer {
-                let settings = try await manager.presence(try keyName(context)).current
-                return PresenceDocument(mode: settings.mode, timeoutSeconds: settings.timeoutSeconds)
-            }
-        }
-        router.put("/v1/keys/:name/presence") { request, context in
-            try await answer {
-                let body: PresenceDocument = try await decode(request)
-                if let timeout = body.timeoutSeconds, !(1...600).contains(timeout) {
-                    throw ControlError.badRequest("timeoutSeconds must be between 1 and 600")
-                }
-                let broker = try await manager.presence(try keyName(context))
-                broker.update(mode: body.mode, timeoutSeconds: body.timeoutSeconds)
-                let settings = broker.current
-                return PresenceDocument(mode: settings.mode, timeoutSeconds: settings.timeoutSeconds)
-            }
-        }
-        addExchangeRoutes(to: router)
-        router.get("/v1/presence/pending") { _, _ in json(board.pending()) }
         for (verb, outcome) in [("approve", PresenceOutcomeName.approved), ("deny", .denied)] {
-            router.post("/v1/presence/pending/:id/\(verb)") { _, context in
+            routes.on(.post, "/v1/presence/pending/:id/\(verb)", .key(.answer)) { _, context in
                 try await answer {
                     let id = try parameter(context, "id")
-                    guard board.answer(id, outcome.outcome) else {
-                        throw ControlError.notFound("no pending presence request \(id)")
-                    }
+                    try await manager.answerPending(id, outcome.outcome, by: context.caller)
                     return PresenceAnswerDocument(id: id, outcome: outcome.rawValue)
                 }
             }
@@ -191,32 +169,12 @@ func answer(status: HTTPResponse.Status = .ok, _ body: () async throws -> some E
     do {
         return json(try await body(), status: status)
     } catch let error as ControlError {
-        return json(
-            ErrorDocument(error: .init(code: error.code, message: error.message)),
-            status: HTTPResponse.Status(code: error.status)
-        )
+        return json(error.document, status: HTTPResponse.Status(code: error.status))
     } catch let error as DecodingError {
         return json(
             ErrorDocument(error: .init(code: "bad_request", message: "invalid JSON body: \(describe(error))")),
             status: .badRequest
         )
-    }
-}
-
-/// A `method` route on `path`, which names a key: it decodes the request's body as `Body`
-/// and answers (with `status`) what `handle` returns for the key's name and the body.
-func addKeyBodyRoute<Body: Decodable, Answer: Encodable>(
-    _ router: Router<BasicRequestContext>,
-    _ method: HTTPRequest.Method,
-    _ path: RouterPath,
-    status: HTTPResponse.Status = .ok,
-    _ handle: @escaping @Sendable (KeyName, Body) async throws -> Answer
-) {
-    router.on(path, method: method) { request, context in
-        try await answer(status: status) {
-            let body: Body = try await decode(request)
-            return try await handle(try keyName(context), body)
-        }
     }
 }
 
@@ -233,16 +191,10 @@ func decode<T: Decodable>(_ request: Request) async throws -> T {
 }
 
 /// A path parameter, percent-decoded (RFC 3986 §2.1); a malformed escape is a bad request.
-func parameter(_ context: BasicRequestContext, _ name: String) throws(ControlError) -> String {
+func parameter(_ context: some RequestContext, _ name: String) throws(ControlError) -> String {
     guard let value = context.parameters.get(name) else { throw .badRequest("missing \(name)") }
     guard let decoded = value.removingPercentEncoding else { throw .badRequest("\(name) holds a malformed % escape") }
     return decoded
-}
-
-/// The `{name}` of a key route, validated: a name outside KeyName's grammar
-/// is a 400 that states the rule, before any handler runs.
-func keyName(_ context: BasicRequestContext) throws(ControlError) -> KeyName {
-    try keyName(parameter(context, "name"))
 }
 
 /// `text` as a key name, or a 400 that states the rule.

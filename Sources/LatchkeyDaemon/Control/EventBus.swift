@@ -156,10 +156,12 @@ public final class EventBus: Sendable {
         }
     }
 
-    /// A new subscription to every event, or to those of the key named `key`.
-    /// It ends when `close()` is called, or after its `lost` event.
-    public func subscribe(key: String? = nil) -> EventSubscription {
-        let subscription = EventSubscription(key: key, capacity: bufferSize, bus: self)
+    /// A new subscription to every event, or to those of the key named `key`,
+    /// that `filter` lets through (asked as each event is published, under
+    /// the bus's lock: it must not publish). It ends when `close()` is
+    /// called, or after its `lost` event.
+    public func subscribe(key: String? = nil, filter: (@Sendable (DaemonEvent) -> Bool)? = nil) -> EventSubscription {
+        let subscription = EventSubscription(key: key, filter: filter, capacity: bufferSize, bus: self)
         state.withLock { $0.subscribers[ObjectIdentifier(subscription)] = subscription }
         return subscription
     }
@@ -198,17 +200,22 @@ public final class EventSubscription: AsyncSequence, Sendable {
 
     /// The key whose events it gets; nil for all.
     public let key: String?
+    /// Which of those it gets (the subscriber's access); nil for all.
+    let filter: (@Sendable (DaemonEvent) -> Bool)?
     let capacity: Int
     private weak let bus: EventBus?
     private let state = Mutex(State())
 
-    init(key: String?, capacity: Int, bus: EventBus) {
+    init(key: String?, filter: (@Sendable (DaemonEvent) -> Bool)?, capacity: Int, bus: EventBus) {
         self.key = key
+        self.filter = filter
         self.capacity = capacity
         self.bus = bus
     }
 
-    func wants(_ event: DaemonEvent) -> Bool { key == nil || event.key == nil || event.key == key }
+    func wants(_ event: DaemonEvent) -> Bool {
+        (key == nil || event.key == nil || event.key == key) && filter?(event) != false
+    }
 
     /// Hands `event` to the subscriber; false when it is full (and so now
     /// finished, with a `lost` event in place of `event`) or finished.

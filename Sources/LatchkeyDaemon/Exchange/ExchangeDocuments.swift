@@ -45,10 +45,12 @@ public struct SignalDocument: Codable, Sendable, Equatable {
 }
 
 /// POST /v1/keys/{name}/export: `passphrase` for the encrypted envelope, or
-/// `plaintext: true` for bare CXF; exactly one. Never logged.
+/// `plaintext: true` for bare CXF; exactly one. `pin`: the key's PIN, which a
+/// key that is not exportable needs (docs/access.md). Never logged.
 public struct ExportRequest: Codable, Sendable {
     public var passphrase: String?
     public var plaintext: Bool?
+    public var pin: String?
 }
 
 /// POST /v1/keys/{name}/import: `document` is an envelope (then

@@ -18,8 +18,13 @@
 //                                                                                      carries its PIN
 //
 // Root administers keys but an owner's secrets and consent stay the owner's.
+// Any account may create keys of its own; only root creates one for another
+// (`checkCreate`). The rule names a refusal carries (`AccessRefusal.rule`):
+// owner-or-root, owner-only, root-names-owner, and for export not-exportable,
+// export-needs-pin, export-pin-refused (docs/access.md).
 
 import Glibc
+import LatchkeySystem
 
 /// A local process asking something of the daemon, as the kernel identifies it.
 public struct Caller: Sendable, Hashable, CustomStringConvertible {
@@ -38,6 +43,11 @@ public struct Caller: Sendable, Hashable, CustomStringConvertible {
 
     /// The daemon's own process.
     public static var daemon: Caller { Caller(uid: getuid(), gid: getgid(), pid: getpid()) }
+
+    /// A caller no door could identify: uid (uid_t)-1, which no process runs as
+    /// (setresuid(2) reads it as "unchanged") and no key may be owned by, so it
+    /// holds no tier on any key.
+    public static let unidentified = Caller(uid: .max)
 
     /// Root administers every key (create, delete, reset, attach) but holds no owner's secrets.
     public var isRoot: Bool { uid == 0 }
@@ -99,6 +109,72 @@ public enum AccessRules {
     public static func allows(_ access: KeyAccess, caller: Caller, owner: UInt32) -> Bool {
         caller.uid == owner || (caller.isRoot && access.rootHolds)
     }
+
+    /// Refuses `caller` making the key `key` for `owner`, or returns: every
+    /// account may make keys of its own; only root makes them for another.
+    public static func checkCreate(caller: Caller, key: String, owner: UInt32) throws(AccessRefusal) {
+        if caller.uid == owner || caller.isRoot { return }
+        let rule = "root-names-owner"
+        throw AccessRefusal(
+            access: .manage,
+            caller: caller,
+            key: key,
+            owner: owner,
+            rule: rule,
+            reason: "\(caller) may not create key \(key) for \(AccountNames.describe(uid: owner)): "
+                + "a key is made for its creator; only root names another owner (rule \(rule))"
+        )
+    }
+
+    /// The export tier's second condition, for a caller `check(.export, …)` let
+    /// through: the key is exportable, or the request carried the key's PIN and
+    /// the key's engine accepted it. Ask it only after `check`, so that no other
+    /// account can spend the key's PIN retries. Returns what granted the export.
+    public static func checkExport(
+        caller: Caller,
+        key: String,
+        owner: UInt32,
+        exportable: Bool,
+        evidence: ExportEvidence
+    ) throws(AccessRefusal) -> ExportGrant {
+        if exportable { return .exportable }
+        let rule: String
+        let reason: String
+        switch evidence {
+        case .pinVerified:
+            return .pin
+        case .pinRefused(let answer):
+            rule = "export-pin-refused"
+            reason = "key \(key) is not exportable and refused the PIN given: \(answer) (rule \(rule))"
+        case .noPIN(keyHasPIN: true):
+            rule = "export-needs-pin"
+            reason =
+                "key \(key) is not exportable: its private keys leave only with its PIN "
+                + "(POST /v1/keys/\(key)/export with \"pin\", or latchkeyctl export --pin) (rule \(rule))"
+        case .noPIN(keyHasPIN: false):
+            rule = "not-exportable"
+            reason =
+                "key \(key) is not exportable and has no PIN: make a key exportable when it is created "
+                + "(\"exportable\": true in POST /v1/keys, exportable = true in its [[keys]] table), "
+                + "or set its PIN (latchkeyctl pin set) and export with it (rule \(rule))"
+        }
+        throw AccessRefusal(access: .export, caller: caller, key: key, owner: owner, rule: rule, reason: reason)
+    }
+}
+
+/// What a request brings to the export tier besides its caller.
+public enum ExportEvidence: Sendable, Equatable {
+    /// No PIN; `keyHasPIN` says whether one could have been given.
+    case noPIN(keyHasPIN: Bool)
+    /// The key's PIN, which the key's engine verified (resetting its retries).
+    case pinVerified
+    /// A PIN the key's engine refused (wrong, blocked, or none is set): its answer.
+    case pinRefused(String)
+}
+
+/// What let private keys leave: the key's `exportable` switch, or its PIN.
+public enum ExportGrant: String, Sendable {
+    case exportable, pin
 }
 
 extension KeyAccess {
@@ -117,27 +193,11 @@ extension KeyAccess {
 
 /// User names for messages: "uid 1001 (bob)", or "uid 1001" when the account has no name.
 public enum AccountNames {
-    public static func describe(uid: UInt32) -> String {
-        if let name = name(of: uid) { return "uid \(uid) (\(name))" }
-        return "uid \(uid)"
-    }
+    public static func describe(uid: UInt32) -> String { Accounts.describe(uid: uid) }
 
     /// The account's name from the password database, nil when there is none.
-    public static func name(of uid: UInt32) -> String? {
-        var entry = passwd()
-        var result: UnsafeMutablePointer<passwd>?
-        var buffer = [CChar](repeating: 0, count: 1024)
-        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, let result else { return nil }
-        return String(cString: result.pointee.pw_name)
-    }
+    public static func name(of uid: UInt32) -> String? { Accounts.name(of: uid) }
 
     /// The uid of the account named `name`, or `name` read as a number.
-    public static func uid(of name: String) -> UInt32? {
-        if let number = UInt32(name) { return number }
-        var entry = passwd()
-        var result: UnsafeMutablePointer<passwd>?
-        var buffer = [CChar](repeating: 0, count: 1024)
-        guard getpwnam_r(name, &entry, &buffer, buffer.count, &result) == 0, let result else { return nil }
-        return result.pointee.pw_uid
-    }
+    public static func uid(of name: String) -> UInt32? { UInt32(name) ?? Accounts.uid(of: name) }
 }

@@ -8,8 +8,10 @@ import LatchkeyNames
 
 extension KeyManager {
     /// Queues an override for the key's next operations.
-    func addOverride(_ name: KeyName, _ request: OverrideRequest) throws(ControlError) -> OverrideDocument {
-        let key = try key(name)
+    func addOverride(_ name: KeyName, _ request: OverrideRequest, by caller: Caller) throws(ControlError)
+        -> OverrideDocument
+    {
+        let key = try managed(name, .use, by: caller).key
         let count = request.count ?? 1
         guard (1...1000).contains(count) else { throw .badRequest("count must be between 1 and 1000") }
         if let operations = request.operations, operations.isEmpty {
@@ -29,11 +31,28 @@ extension KeyManager {
         return entry
     }
 
-    /// One stored credential; with its PKCS#8 private key when asked.
-    func credential(_ name: KeyName, id: String, includePrivateKey: Bool) async throws(ControlError)
-        -> CredentialDocument
+    /// The key's queued overrides.
+    func overrides(_ name: KeyName, by caller: Caller) throws(ControlError) -> [OverrideDocument] {
+        try managed(name, .use, by: caller).key.overrides.entries
+    }
+
+    /// Drops the key's queued overrides.
+    func clearOverrides(_ name: KeyName, by caller: Caller) throws(ControlError) {
+        try managed(name, .use, by: caller).key.overrides.clear()
+    }
+
+    /// One stored credential; with its PKCS#8 private key when asked, which
+    /// takes the export tier: the owner's request for an exportable key (a
+    /// GET carries no PIN; a key that is not exportable exports with its PIN
+    /// through `exportCXF`).
+    func credential(_ name: KeyName, id: String, includePrivateKey: Bool, by caller: Caller)
+        async throws(ControlError) -> CredentialDocument
     {
-        let key = try key(name)
+        let managed = try managed(name, includePrivateKey ? .export : .use, by: caller)
+        let key = managed.key
+        if includePrivateKey {
+            _ = try grantExport(managed, by: caller, evidence: try await exportEvidence(managed, pin: nil))
+        }
         guard let bytes = Base64URL.decode(id) else { throw .badRequest("credential id is not base64url") }
         let found = try await administering(name) { () throws(AdministrationError) in
             try await key.authenticator.storedCredentials().first { $0.id == bytes }
@@ -45,6 +64,7 @@ extension KeyManager {
                 try await key.authenticator.exportPrivateKey(credentialId: bytes)
             }
             document.privateKey = Base64URL.encode(pkcs8)
+            noteExport(of: managed, by: caller, grant: .exportable, format: "pkcs8", count: 1, credentialId: id)
         }
         return document
     }
@@ -68,8 +88,8 @@ extension KeyManager {
 
     /// Deletes every stored credential of the key (each through the engine,
     /// which publishes credential.deleted).
-    func clearCredentials(_ name: KeyName) async throws(ControlError) {
-        let key = try key(name)
+    func clearCredentials(_ name: KeyName, by caller: Caller) async throws(ControlError) {
+        let key = try managed(name, .use, by: caller).key
         let deleted = try await administering(name) { () throws(AdministrationError) in
             var deleted = 0
             for credential in try await key.authenticator.storedCredentials() {
@@ -84,10 +104,10 @@ extension KeyManager {
     /// keeps its ID; a non-discoverable one gets a wrapped ID, which the
     /// answer carries. A large blob goes into the key's large-blob array
     /// under a fresh largeBlobKey.
-    func seedCredential(_ name: KeyName, _ request: SeedCredentialRequest) async throws(ControlError)
-        -> CredentialDocument
+    func seedCredential(_ name: KeyName, _ request: SeedCredentialRequest, by caller: Caller)
+        async throws(ControlError) -> CredentialDocument
     {
-        let key = try key(name)
+        let key = try managed(name, .use, by: caller).key
         func bytes(_ text: String?, _ field: String) throws(ControlError) -> [UInt8]? {
             guard let text else { return nil }
             guard let value = Base64URL.decode(text) else { throw .badRequest("\(field) is not base64url") }

@@ -15,10 +15,10 @@ import Logging
 extension KeyManager {
     // MARK: Signals
 
-    func signalAcceptedCredentials(_ name: KeyName, _ signal: AcceptedCredentialsSignal) async throws(ControlError)
-        -> SignalDocument
+    func signalAcceptedCredentials(_ name: KeyName, _ signal: AcceptedCredentialsSignal, by caller: Caller)
+        async throws(ControlError) -> SignalDocument
     {
-        try await applySignal(name, "accepted-credentials") { () throws(ControlError) in
+        try await applySignal(name, "accepted-credentials", by: caller) { () throws(ControlError) in
             let userId = try Self.bytes(signal.userId, "userId")
             var accepted: [[UInt8]] = []
             for id in signal.allAcceptedCredentialIds {
@@ -34,10 +34,10 @@ extension KeyManager {
         }
     }
 
-    func signalCurrentUserDetails(_ name: KeyName, _ signal: CurrentUserDetailsSignal) async throws(ControlError)
-        -> SignalDocument
+    func signalCurrentUserDetails(_ name: KeyName, _ signal: CurrentUserDetailsSignal, by caller: Caller)
+        async throws(ControlError) -> SignalDocument
     {
-        try await applySignal(name, "current-user-details") { () throws(ControlError) in
+        try await applySignal(name, "current-user-details", by: caller) { () throws(ControlError) in
             let userId = try Self.bytes(signal.userId, "userId")
             return { authenticator throws(AdministrationError) in
                 try await authenticator.signalCurrentUserDetails(
@@ -50,10 +50,10 @@ extension KeyManager {
         }
     }
 
-    func signalUnknownCredential(_ name: KeyName, _ signal: UnknownCredentialSignal) async throws(ControlError)
-        -> SignalDocument
+    func signalUnknownCredential(_ name: KeyName, _ signal: UnknownCredentialSignal, by caller: Caller)
+        async throws(ControlError) -> SignalDocument
     {
-        try await applySignal(name, "unknown-credential") { () throws(ControlError) in
+        try await applySignal(name, "unknown-credential", by: caller) { () throws(ControlError) in
             let credentialId = try Self.bytes(signal.credentialId, "credentialId")
             return { authenticator throws(AdministrationError) in
                 try await authenticator.signalUnknownCredential(rpId: signal.rpId, credentialId: credentialId)
@@ -69,9 +69,10 @@ extension KeyManager {
     private func applySignal(
         _ name: KeyName,
         _ signal: String,
+        by caller: Caller,
         prepare: () throws(ControlError) -> SignalWork
     ) async throws(ControlError) -> SignalDocument {
-        let key = try managed(name).key
+        let key = try managed(name, .use, by: caller).key
         let work = try prepare()
         let outcome = try await administering(name) { () throws(AdministrationError) in
             try await work(key.authenticator)
@@ -94,10 +95,20 @@ extension KeyManager {
 
     // MARK: Export and import
 
-    /// The key's discoverable credentials as CXF JSON, unencrypted: the
-    /// caller encrypts it or answers it only when plaintext was asked for.
-    func exportCXF(_ name: KeyName) async throws(ControlError) -> (cxf: Data, count: Int) {
-        let key = try managed(name).key
+    /// The key's discoverable credentials as CXF JSON, sealed by `sealing`
+    /// (the passphrase envelope, made off this actor) or plaintext when it is
+    /// nil, for its owner, when the key is exportable or `pin` is its PIN
+    /// (verified by the key's engine: a wrong one costs a retry). A successful
+    /// export is a `key.exported` event and a journal line.
+    func exportCXF(
+        _ name: KeyName,
+        pin: String?,
+        by caller: Caller,
+        sealing: (@Sendable (Data) async throws -> Data)?
+    ) async throws -> (document: Data, count: Int) {
+        let managed = try managed(name, .export, by: caller)
+        let key = managed.key
+        let grant = try grantExport(managed, by: caller, evidence: try await exportEvidence(managed, pin: pin))
         let exported = try await administering(name) { () throws(AdministrationError) in
             try await key.authenticator.exportCredentials()
         }
@@ -107,14 +118,93 @@ extension KeyManager {
             exporterDisplayName: "latchkey key \(name)",
             timestamp: UInt64(Date().timeIntervalSince1970)
         )
-        return (cxf, exported.count)
+        let document = try await sealing?(cxf) ?? cxf
+        noteExport(
+            of: managed,
+            by: caller,
+            grant: grant,
+            format: sealing == nil ? "cxf" : "cxf-encrypted",
+            count: exported.count
+        )
+        return (document, exported.count)
     }
 
-    /// Imports the passkeys among `entries`; the rest, and passkeys the
-    /// engine refuses, are reported as skipped. The report keeps the
-    /// document's order.
-    func importCXF(_ name: KeyName, _ entries: [CXFEntry]) async throws(ControlError) -> ImportReport {
-        let key = try managed(name).key
+    /// What an export request brings besides its caller: the engine's
+    /// verdict on `pin`, or whether the key has a PIN that could have been
+    /// given. An exportable key needs neither, so its PIN is not spent.
+    func exportEvidence(_ managed: Managed, pin: String?) async throws(ControlError) -> ExportEvidence {
+        let authenticator = managed.key.authenticator
+        let name = managed.key.configuration.name
+        if managed.key.configuration.exportable { return .noPIN(keyHasPIN: false) }
+        guard let pin else {
+            let isSet = try await administering(name) { () throws(AdministrationError) in
+                try await authenticator.pinStatus().isSet
+            }
+            return .noPIN(keyHasPIN: isSet)
+        }
+        do {
+            try await authenticator.verifyPIN(pin.precomposedStringWithCanonicalMapping)
+            return .pinVerified
+        } catch {
+            // A store that fails is the daemon's failure, not a refused PIN.
+            guard error.code != .storage else { throw ControlError(error, key: name.rawValue) }
+            return .pinRefused(error.reason)
+        }
+    }
+
+    /// The export tier's second condition (Keys/Access.swift), a refusal
+    /// published and logged like any other.
+    func grantExport(_ managed: Managed, by caller: Caller, evidence: ExportEvidence) throws(ControlError)
+        -> ExportGrant
+    {
+        do {
+            return try AccessRules.checkExport(
+                caller: caller,
+                key: managed.key.configuration.name.rawValue,
+                owner: managed.owner,
+                exportable: managed.key.configuration.exportable,
+                evidence: evidence
+            )
+        } catch {
+            throw refused(error)
+        }
+    }
+
+    /// Private keys left the daemon: one `key.exported` event on the key's
+    /// stream and one journal line (never the secret; the credential ID only
+    /// on the stream). `format`: cxf, cxf-encrypted or pkcs8.
+    func noteExport(
+        of managed: Managed,
+        by caller: Caller,
+        grant: ExportGrant,
+        format: String,
+        count: Int,
+        credentialId: String? = nil
+    ) {
+        let name = managed.key.configuration.name.rawValue
+        var fields: [String: EventValue] = [
+            "uid": .int(Int(caller.uid)), "grant": .string(grant.rawValue), "format": .string(format),
+            "count": .int(count), "door": "control",
+        ]
+        if let credentialId { fields["credentialId"] = .string(credentialId) }
+        events.publish(.keyExported, key: name, fields)
+        logger.notice(
+            "private keys exported",
+            metadata: [
+                "key": "\(name)", "uid": "\(caller.uid)", "grant": "\(grant.rawValue)", "format": "\(format)",
+                "count": "\(count)", "door": "control",
+            ]
+        )
+    }
+
+    /// Imports the passkeys among the entries `read` gives (called once the
+    /// caller may use the key); the rest, and passkeys the engine refuses,
+    /// are reported as skipped. The report keeps the document's order.
+    func importCXF(_ name: KeyName, by caller: Caller, read: () async throws -> [CXFEntry]) async throws
+        -> ImportReport
+    {
+        let key = try managed(name, .use, by: caller).key
+        let entries = try await read()
         var imported: [(Int, ImportReport.Imported)] = []
         var skipped: [(Int, ImportReport.Skipped)] = []
         var candidates: [(index: Int, entry: CXFEntry, passkey: CXFPasskey)] = []

@@ -1,11 +1,18 @@
 // The daemon's keys: those of the configuration file and those created
 // through the control API (remembered in their directory as key.json, so
-// they survive a restart), each with its transports.
+// they survive a restart), each with its transports and its owner.
+//
+// Every entry point that touches a key takes the `Caller` and asks
+// Keys/Access.swift for its tier before anything else (`managed(_:_:by:)`);
+// a refusal is one `access.refused` event on the key's stream and one
+// journal line, and the caller gets 403 with the rule. Listings show only
+// what the caller holds a tier on.
 
 import CTAP
 import Foundation
 import LatchkeyNames
 import Logging
+import Synchronization
 
 /// Attaches a key to the daemon's transports.
 protocol TransportHub: Sendable {
@@ -32,15 +39,21 @@ actor KeyManager {
         var key: VirtualKey
         var attachment: any KeyAttachment
         var fromConfiguration: Bool
+
+        /// The uid the key belongs to (its configuration's, or the daemon's).
+        var owner: UInt32 { key.owner }
     }
 
     private let configuration: DaemonConfiguration
     private let masterKey: [UInt8]
     private let board: PresenceBoard
     private let transports: any TransportHub
-    private let logger: Logger
+    let logger: Logger
     /// Where the keys' events go (GET /v1/events).
     nonisolated let events: EventBus
+    /// Each key's owner, for the filters that run outside this actor (event
+    /// subscriptions, the pending requests).
+    nonisolated let owners = KeyOwners()
     private var keys: [KeyName: Managed] = [:]
     private var order: [KeyName] = []
     /// Every path built from a key's name comes from here.
@@ -76,7 +89,7 @@ actor KeyManager {
                 logger.warning("ignoring a directory that is not a key name", metadata: ["entry": "\(entry.debugDescription)"])
                 continue
             }
-            guard keys[name] == nil, let data = FileManager.default.contents(atPath: state.marker(of: name)),
+            guard keys[name] == nil, let data = state.readMarker(of: name),
                 let request = try? JSONDecoder().decode(CreateKeyRequest.self, from: data)
             else { continue }
             guard request.name == name.rawValue else {
@@ -109,11 +122,20 @@ actor KeyManager {
             configuration: key, directory: try state.makeKeyDirectory(key.name), masterKey: masterKey,
             defaults: configuration, board: board, events: events, logger: logger
         )
+        // Known before the key can publish anything: its events go to its owner.
+        let owner = virtualKey.owner
+        owners[key.name.rawValue] = owner
         let attachment = await transports.attach(virtualKey)
         let managed = Managed(key: virtualKey, attachment: attachment, fromConfiguration: fromConfiguration)
         keys[key.name] = managed
         order.append(key.name)
-        logger.info("key ready", metadata: ["key": "\(key.name)", "presence": "\(virtualKey.presence.current.mode)"])
+        logger.info(
+            "key ready",
+            metadata: [
+                "key": "\(key.name)", "presence": "\(virtualKey.presence.current.mode)", "owner": "\(owner)",
+                "exportable": "\(key.exportable)",
+            ]
+        )
         return managed
     }
 
@@ -121,6 +143,10 @@ actor KeyManager {
         -> KeyConfiguration
     {
         var key = KeyConfiguration(name: name)
+        // create() wrote the uid it resolved; a key.json without one is from
+        // before owners, and stays the daemon's.
+        key.owner = request.owner?.uid
+        key.exportable = request.exportable ?? false
         key.presence = request.presence ?? (request.isUserConsenting == false ? .deny : nil)
         key.uhid = request.uhid ?? true
         key.usbip = request.usbip ?? true
@@ -155,23 +181,74 @@ actor KeyManager {
         return key
     }
 
+    // MARK: - Access
+
+    /// The key `name`, once `caller` holds `access` on it: every entry point
+    /// below starts here. A key that does not exist is a 404; a refusal is
+    /// published on the key's stream, logged, and a 403 naming the rule.
+    func managed(_ name: KeyName, _ access: KeyAccess, by caller: Caller) throws(ControlError) -> Managed {
+        let managed = try lookUp(name)
+        do {
+            try AccessRules.check(access, caller: caller, key: name.rawValue, owner: managed.owner)
+        } catch {
+            throw refused(error)
+        }
+        return managed
+    }
+
+    /// Checks that `caller` holds `access` on the key `name` (the control API
+    /// asks before it reads a request's body).
+    func authorize(_ name: KeyName, _ access: KeyAccess, by caller: Caller) throws(ControlError) {
+        _ = try managed(name, access, by: caller)
+    }
+
+    /// A refusal as the caller gets it, once it is an event on the key's
+    /// stream (for its owner to see; `onStream` false for a key not made)
+    /// and a journal line.
+    func refused(_ refusal: AccessRefusal, onStream: Bool = true) -> ControlError {
+        if onStream {
+            events.publish(
+                .accessRefused,
+                key: refusal.key,
+                [
+                    "access": .string(refusal.access.rawValue), "rule": .string(refusal.rule),
+                    "uid": .int(Int(refusal.caller.uid)), "door": "control",
+                ]
+            )
+        }
+        logger.notice(
+            "access refused",
+            metadata: [
+                "key": "\(refusal.key)", "uid": "\(refusal.caller.uid)", "access": "\(refusal.access.rawValue)",
+                "rule": "\(refusal.rule)", "door": "control", "owner": "\(refusal.owner)",
+                "pid": "\(refusal.caller.pid.map(String.init) ?? "unknown")",
+            ]
+        )
+        return ControlError(refusal)
+    }
+
     // MARK: - Control API
 
-    func documents() async -> [KeyDocument] {
+    /// The keys `caller` may see.
+    func documents(by caller: Caller) async -> [KeyDocument] {
         var result: [KeyDocument] = []
         for name in order {
-            if let managed = keys[name] { result.append(await document(managed)) }
+            if let managed = keys[name], AccessRules.allows(.see, caller: caller, owner: managed.owner) {
+                result.append(await document(managed))
+            }
         }
         return result
     }
 
-    func document(named name: KeyName) async throws(ControlError) -> KeyDocument {
-        await document(try managed(name))
+    func document(named name: KeyName, by caller: Caller) async throws(ControlError) -> KeyDocument {
+        await document(try managed(name, .see, by: caller))
     }
 
     private func document(_ managed: Managed) async -> KeyDocument {
         KeyDocument(
             name: managed.key.configuration.name.rawValue,
+            owner: KeyDocument.Owner(uid: managed.owner),
+            exportable: managed.key.configuration.exportable,
             aaguid: managed.key.aaguid.map { String(format: "%02x", $0) }.joined(),
             presence: managed.key.presence.current.mode.rawValue,
             credentials: (try? managed.key.store.credentialCount()) ?? 0,
@@ -181,13 +258,29 @@ actor KeyManager {
         )
     }
 
-    func create(_ request: CreateKeyRequest) async throws(ControlError) -> KeyDocument {
+    /// Makes a key for `caller`, or for the owner the request names (root only).
+    func create(_ request: CreateKeyRequest, by caller: Caller) async throws(ControlError) -> KeyDocument {
         let name: KeyName
         do {
             name = try KeyName(request.name)
         } catch {
             throw .badRequest("name: \(error)")
         }
+        var request = request
+        let owner: UInt32
+        if let named = request.owner {
+            guard let uid = named.uid else { throw .badRequest("owner: no account named \"\(named)\"") }
+            owner = uid
+        } else {
+            owner = caller.uid
+        }
+        do {
+            try AccessRules.checkCreate(caller: caller, key: name.rawValue, owner: owner)
+        } catch {
+            // No key yet, so no stream to publish on: the answer and the journal line.
+            throw refused(error, onStream: false)
+        }
+        request.owner = .uid(owner)
         guard keys[name] == nil else { throw .conflict("a key named \(name) exists") }
         if let attestation = request.attestation, !["batch", "self", "none"].contains(attestation) {
             throw .badRequest("attestation must be batch, self or none")
@@ -227,7 +320,14 @@ actor KeyManager {
             _ = try state.makeKeyDirectory(name)
             try state.writeMarker(try JSONEncoder().encode(request), of: name)
             let managed = try await open(key, fromConfiguration: false)
-            events.publish(.keyCreated, key: name.rawValue, ["protocol": .string(key.protocolMode.rawValue)])
+            events.publish(
+                .keyCreated,
+                key: name.rawValue,
+                [
+                    "protocol": .string(key.protocolMode.rawValue), "owner": .int(Int(owner)),
+                    "exportable": .bool(key.exportable),
+                ]
+            )
             return await document(managed)
         } catch {
             try? state.removeKeyDirectory(name)
@@ -236,8 +336,8 @@ actor KeyManager {
     }
 
     /// Removes a key created through the API, and erases its credentials.
-    func delete(_ name: KeyName) async throws(ControlError) {
-        let managed = try managed(name)
+    func delete(_ name: KeyName, by caller: Caller) async throws(ControlError) {
+        let managed = try managed(name, .manage, by: caller)
         guard !managed.fromConfiguration else {
             throw .conflict("key \(name) comes from the configuration file; remove it there")
         }
@@ -259,11 +359,12 @@ actor KeyManager {
             throw .internalError("key \(name) is detached but its directory could not be removed: \(error)")
         }
         events.publish(.keyDeleted, key: name.rawValue)
-        logger.info("key deleted", metadata: ["key": "\(name)"])
+        owners[name.rawValue] = nil
+        logger.info("key deleted", metadata: ["key": "\(name)", "uid": "\(caller.uid)"])
     }
 
-    func credentials(_ name: KeyName) async throws(ControlError) -> [CredentialDocument] {
-        let managed = try managed(name)
+    func credentials(_ name: KeyName, by caller: Caller) async throws(ControlError) -> [CredentialDocument] {
+        let managed = try managed(name, .use, by: caller)
         let stored: [StoredCredential]
         do {
             stored = try managed.key.credentials()
@@ -275,8 +376,8 @@ actor KeyManager {
         return documents
     }
 
-    func deleteCredential(_ name: KeyName, id: String) async throws(ControlError) {
-        let managed = try managed(name)
+    func deleteCredential(_ name: KeyName, id: String, by caller: Caller) async throws(ControlError) {
+        let managed = try managed(name, .use, by: caller)
         guard let bytes = Base64URL.decode(id) else { throw .badRequest("credential id is not base64url") }
         // Through the engine: its key cache forgets the key and it emits
         // credential.deleted.
@@ -289,8 +390,8 @@ actor KeyManager {
 
     // MARK: PIN, configuration, reset (the engine's administration)
 
-    func pinStatus(_ name: KeyName) async throws(ControlError) -> PINDocument {
-        let managed = try managed(name)
+    func pinStatus(_ name: KeyName, by caller: Caller) async throws(ControlError) -> PINDocument {
+        let managed = try managed(name, .see, by: caller)
         return try await administering(name) { () throws(AdministrationError) in
             PINDocument(try await managed.key.authenticator.pinStatus())
         }
@@ -300,8 +401,10 @@ actor KeyManager {
     /// current one. PINs are normalized to NFC, as a platform does (CTAP 2.1
     /// §6.5.1), so that a PIN matches whether an input method composed its
     /// accented characters or not; they are never logged.
-    func updatePIN(_ name: KeyName, _ request: PINRequest) async throws(ControlError) -> PINDocument {
-        let managed = try managed(name)
+    func updatePIN(_ name: KeyName, _ request: PINRequest, by caller: Caller) async throws(ControlError)
+        -> PINDocument
+    {
+        let managed = try managed(name, .use, by: caller)
         let authenticator = managed.key.authenticator
         let newPin = request.newPin.precomposedStringWithCanonicalMapping
         if let current = request.currentPin {
@@ -317,13 +420,13 @@ actor KeyManager {
             try await administering(name) { () throws(AdministrationError) in try await authenticator.setPIN(newPin) }
             logger.info("PIN set", metadata: ["key": "\(name)"])
         }
-        return try await pinStatus(name)
+        return try await pinStatus(name, by: caller)
     }
 
-    func updateUser(_ name: KeyName, id: String, _ request: UserUpdateRequest) async throws(ControlError)
-        -> CredentialDocument
+    func updateUser(_ name: KeyName, id: String, _ request: UserUpdateRequest, by caller: Caller)
+        async throws(ControlError) -> CredentialDocument
     {
-        let managed = try managed(name)
+        let managed = try managed(name, .use, by: caller)
         guard let bytes = Base64URL.decode(id) else { throw .badRequest("credential id is not base64url") }
         let credential = try await administering(name) { () throws(AdministrationError) in
             try await managed.key.authenticator.updateUser(
@@ -336,8 +439,8 @@ actor KeyManager {
         return CredentialDocument(credential)
     }
 
-    func configuration(_ name: KeyName) async throws(ControlError) -> ConfigDocument {
-        let managed = try managed(name)
+    func configuration(_ name: KeyName, by caller: Caller) async throws(ControlError) -> ConfigDocument {
+        let managed = try managed(name, .see, by: caller)
         return try await administering(name) { () throws(AdministrationError) in
             ConfigDocument(try await managed.key.authenticator.pinStatus())
         }
@@ -346,8 +449,13 @@ actor KeyManager {
     /// Applies the minimum PIN length (with the forced change and the RP
     /// IDs) before alwaysUv: only the first can be refused, so a refusal
     /// changes nothing.
-    func updateConfiguration(_ name: KeyName, _ request: ConfigDocument) async throws(ControlError) -> ConfigDocument {
-        let authenticator = try managed(name).key.authenticator
+    func updateConfiguration(_ name: KeyName, _ request: ConfigDocument, by caller: Caller) async throws(ControlError)
+        -> ConfigDocument
+    {
+        let authenticator = try managed(name, .manage, by: caller).key.authenticator
+        if request.exportable != nil {
+            throw .badRequest("exportable is chosen when a key is created (POST /v1/keys) and never changes")
+        }
         if request.forcePINChange == false {
             throw .badRequest("forcePINChange can only be set to true; changing the PIN clears it")
         }
@@ -375,24 +483,24 @@ actor KeyManager {
             }
             logger.info("alwaysUv set", metadata: ["key": "\(name)", "alwaysUv": "\(alwaysUv)"])
         }
-        return try await configuration(name)
+        return try await configuration(name, by: caller)
     }
 
     /// authenticatorReset without its window and touch: the socket's
     /// permissions already say who may. Requests waiting for presence are
     /// denied first, so that none completes into the erased store.
-    func reset(_ name: KeyName) async throws(ControlError) -> KeyDocument {
-        let managed = try managed(name)
+    func reset(_ name: KeyName, by caller: Caller) async throws(ControlError) -> KeyDocument {
+        let managed = try managed(name, .manage, by: caller)
         board.answerAll(key: name.rawValue, .denied)
         try await administering(name) { () throws(AdministrationError) in
             try await managed.key.authenticator.administrativeReset()
         }
-        logger.notice("key reset through the control API", metadata: ["key": "\(name)"])
+        logger.notice("key reset through the control API", metadata: ["key": "\(name)", "uid": "\(caller.uid)"])
         return await document(managed)
     }
 
-    func largeBlobs(_ name: KeyName) async throws(ControlError) -> LargeBlobsDocument {
-        let managed = try managed(name)
+    func largeBlobs(_ name: KeyName, by caller: Caller) async throws(ControlError) -> LargeBlobsDocument {
+        let managed = try managed(name, .use, by: caller)
         return try await administering(name) { () throws(AdministrationError) in
             LargeBlobsDocument(try await managed.key.authenticator.largeBlobStatus())
         }
@@ -409,28 +517,84 @@ actor KeyManager {
         }
     }
 
-    func presence(_ name: KeyName) throws(ControlError) -> PresenceBroker {
-        try managed(name).key.presence
+    // MARK: Presence and policy
+
+    /// The key's presence mode and timeout.
+    func presenceSettings(_ name: KeyName, by caller: Caller) throws(ControlError) -> PresenceDocument {
+        PresenceDocument(try managed(name, .see, by: caller).key.presence.current)
     }
 
-    func replug(_ name: KeyName) async throws(ControlError) {
-        let managed = try managed(name)
+    /// Sets the key's presence mode and/or timeout (1 to 600 s).
+    func updatePresence(_ name: KeyName, _ request: PresenceDocument, by caller: Caller) throws(ControlError)
+        -> PresenceDocument
+    {
+        let broker = try managed(name, .use, by: caller).key.presence
+        if let timeout = request.timeoutSeconds, !(1...600).contains(timeout) {
+            throw .badRequest("timeoutSeconds must be between 1 and 600")
+        }
+        broker.update(mode: request.mode, timeoutSeconds: request.timeoutSeconds)
+        return PresenceDocument(broker.current)
+    }
+
+    /// The key's presence broker, for its policy: its settings, signals and decisions.
+    func policy(_ name: KeyName, by caller: Caller) throws(ControlError) -> PresenceBroker {
+        try managed(name, .use, by: caller).key.presence
+    }
+
+    /// The pending presence requests whose prompts `caller` may answer.
+    nonisolated func pending(by caller: Caller) -> [PendingPresence] {
+        board.pending().filter { entry in
+            owners[entry.key].map { AccessRules.allows(.answer, caller: caller, owner: $0) } ?? false
+        }
+    }
+
+    /// Answers the pending request `id`, when `caller` may answer its key's prompts.
+    func answerPending(_ id: String, _ outcome: PresenceOutcome, by caller: Caller) throws(ControlError) {
+        guard let entry = board.pending().first(where: { $0.id == id }), let key = try? KeyName(entry.key) else {
+            throw .notFound("no pending presence request \(id)")
+        }
+        _ = try managed(key, .answer, by: caller)
+        guard board.answer(id, outcome) else { throw .notFound("no pending presence request \(id)") }
+    }
+
+    /// A subscription to the events of the keys `caller` may use (of the key
+    /// `key` alone, when given: another owner's key is refused; a key that
+    /// does not exist yet is not, as it may be created later).
+    func subscribe(key: KeyName?, by caller: Caller) throws(ControlError) -> EventSubscription {
+        if let key, keys[key] != nil { _ = try managed(key, .use, by: caller) }
+        let owners = self.owners
+        return events.subscribe(key: key?.rawValue) { event in
+            // A daemon-wide event (no key) is everyone's; a key's goes to who may use it.
+            guard let name = event.key else { return true }
+            return owners[name].map { AccessRules.allows(.use, caller: caller, owner: $0) } ?? false
+        }
+    }
+
+    // MARK: Transports and automation
+
+    func replug(_ name: KeyName, by caller: Caller) async throws(ControlError) -> KeyDocument {
+        let managed = try managed(name, .manage, by: caller)
         board.answerAll(key: name.rawValue, .cancelled)
         await managed.key.authenticator.powerCycle()
         await managed.attachment.replug()
         events.publish(.keyReplugged, key: name.rawValue, ["reason": "control API"])
-        logger.info("key replugged", metadata: ["key": "\(name)"])
+        logger.info("key replugged", metadata: ["key": "\(name)", "uid": "\(caller.uid)"])
+        return await document(managed)
     }
 
-    /// The key's running parts, for the automation endpoints.
-    func key(_ name: KeyName) throws(ControlError) -> VirtualKey { try managed(name).key }
+    /// What the key's built-in user verification answers.
+    func userVerified(_ name: KeyName, by caller: Caller) throws(ControlError) -> UserVerifiedDocument {
+        UserVerifiedDocument(isUserVerified: try managed(name, .see, by: caller).key.presence.isUserVerified)
+    }
 
     /// Sets what the key's built-in user verification answers, and remembers
     /// it for a key created through the API.
-    func setUserVerified(_ name: KeyName, _ value: Bool) throws(ControlError) -> UserVerifiedDocument {
-        let managed = try managed(name)
+    func setUserVerified(_ name: KeyName, _ value: Bool, by caller: Caller) throws(ControlError)
+        -> UserVerifiedDocument
+    {
+        let managed = try managed(name, .use, by: caller)
         managed.key.presence.isUserVerified = value
-        if !managed.fromConfiguration, let data = FileManager.default.contents(atPath: state.marker(of: name)),
+        if !managed.fromConfiguration, let data = state.readMarker(of: name),
             var request = try? JSONDecoder().decode(CreateKeyRequest.self, from: data)
         {
             request.isUserVerified = value
@@ -454,8 +618,20 @@ actor KeyManager {
         }
     }
 
-    func managed(_ name: KeyName) throws(ControlError) -> Managed {
+    /// The key `name`, unchecked: only `managed(_:_:by:)` calls it.
+    private func lookUp(_ name: KeyName) throws(ControlError) -> Managed {
         guard let managed = keys[name] else { throw .notFound("no key named \(name)") }
         return managed
+    }
+}
+
+/// Each key's owner, readable from any thread: the event filters run under
+/// the event bus's lock, outside the key manager.
+final class KeyOwners: Sendable {
+    private let owners = Mutex<[String: UInt32]>([:])
+
+    subscript(key: String) -> UInt32? {
+        get { owners.withLock { $0[key] } }
+        set { owners.withLock { $0[key] = newValue } }
     }
 }

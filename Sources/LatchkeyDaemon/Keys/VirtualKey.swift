@@ -223,6 +223,10 @@ public final class VirtualKey: Sendable {
         return String("latchkey-\(tag)-\(configuration.name)".prefix(63))
     }
 
+    /// The account the key belongs to (Keys/Access.swift): its configuration's owner, or
+    /// the daemon's own uid. The transports ask the access rules with it.
+    var owner: UInt32 { configuration.owner ?? getuid() }
+
     /// CTAPHID_INIT's capability flags: a U2F-only key offers no CBOR.
     var hidCapabilities: UInt8 {
         configuration.protocolMode == .u2fOnly

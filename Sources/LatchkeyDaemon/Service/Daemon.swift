@@ -27,8 +27,13 @@ public struct Daemon: Sendable {
         HeapPolicy.apply()
         // Everything the daemon creates is private unless it says otherwise (the socket: 0660).
         umask(0o077)
-        try makeDirectory(configuration.stateDirectory)
-        try makeDirectory((configuration.controlSocket as NSString).deletingLastPathComponent)
+        // Nobody else may be able to replace what the daemon keeps there (PrivateDirectory.swift).
+        let directories = PrivateDirectory()
+        try directories.prepare(configuration.stateDirectory, role: "state directory")
+        try directories.prepare(
+            PrivateDirectory.absolute((configuration.controlSocket as NSString).deletingLastPathComponent),
+            role: "control socket's directory"
+        )
         let lock = try DaemonLock(path: configuration.stateDirectory + "/latchkeyd.lock")
         defer { lock.release() }
         let masterKey = try loadMasterKey()
@@ -87,16 +92,6 @@ public struct Daemon: Sendable {
         logger.info("stopped")
     }
 
-    private func makeDirectory(_ path: String) throws {
-        do {
-            try FileManager.default.createDirectory(
-                atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700]
-            )
-        } catch {
-            throw ConfigurationError("cannot create directory \(path): \(error.localizedDescription)")
-        }
-    }
-
     /// systemd's encrypted credential when it passes one, else the state directory's key file.
     private func loadMasterKey() throws -> [UInt8] {
         if let directory = ProcessInfo.processInfo.environment["CREDENTIALS_DIRECTORY"] {
@@ -113,14 +108,16 @@ public struct Daemon: Sendable {
     }
 }
 
-/// An exclusive lock on the state directory, so two daemons never share it.
+/// An exclusive lock on the state directory, so two daemons never share it. Opened
+/// without following a link: a link there is somebody else's doing.
 struct DaemonLock: ~Copyable {
     let descriptor: Int32
 
     init(path: String) throws {
-        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        let descriptor = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
-            throw ConfigurationError("cannot open lock file \(path): \(String(cString: strerror(errno)))")
+            let reason = errno == ELOOP ? "it is a symbolic link; remove it" : String(cString: strerror(errno))
+            throw ConfigurationError("cannot open lock file \(path): \(reason)")
         }
         guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
             let reason = errno == EWOULDBLOCK ? "another latchkeyd is using this state directory" : String(cString: strerror(errno))

@@ -238,6 +238,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
         # One [[keys]] table per virtual key; without any, one key named "default".
         # [[keys]]
         # name = "default"
+        # owner = "alice"           # the account the key belongs to (a name or a uid); default: the daemon's own
+        # exportable = false        # private keys may leave without the key's PIN (export, ?privateKey=true): for CI keys
         # presence = "prompt"       # overrides [presence] mode for this key
         # uhid = true               # this key gets a uhid device when uhid is enabled
         # usbip = true              # this key is exported when USB/IP is enabled
@@ -316,6 +318,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
                 if let value = try section.string("product-name") { key.productName = value }
                 if let value = try section.string("manufacturer") { key.manufacturer = value }
                 if let value = try section.string("attestation") { key.attestation = value }
+                key.owner = try section.account("owner")
+                if let value = try section.bool("exportable") { key.exportable = value }
                 try section.features(into: &key)
                 if var policy = try section.table("policy") { key.policy = try policy.policyOverrides() }
                 try section.finish()
@@ -436,6 +440,27 @@ struct TableReader {
             throw ConfigurationError("\(path): \(key) must be \"on\", \"off\", \"auto\", true or false")
         }
         return value
+    }
+
+    /// An account: a user name, or a uid as an integer (or a string of
+    /// digits). A name the password database does not know is an error.
+    mutating func account(_ key: String) throws(ConfigurationError) -> UInt32? {
+        guard let raw = value(key) else { return nil }
+        let reference: AccountReference
+        if let number = raw.int {
+            guard let uid = UInt32(exactly: number) else {
+                throw ConfigurationError("\(path): \(key) \(number) is not a uid")
+            }
+            reference = .uid(uid)
+        } else if let name = raw.string {
+            reference = .name(name)
+        } else {
+            throw ConfigurationError("\(path): \(key) must be an account's name or uid")
+        }
+        guard let uid = reference.uid else {
+            throw ConfigurationError("\(path): \(key): no account named \"\(reference)\" on this system")
+        }
+        return uid
     }
 
     mutating func presenceMode(_ key: String) throws(ConfigurationError) -> PresenceMode? {

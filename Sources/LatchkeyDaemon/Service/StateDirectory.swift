@@ -12,7 +12,8 @@
 // links, `.` and `..`) and refuses one that is not a direct child of the
 // resolved `keys/` directory, inside the resolved state directory. Either
 // check alone keeps a request inside; each is tested on its own
-// (KeyNameTests, StateDirectoryTests).
+// (KeyNameTests, StateDirectoryTests). key.json is read and written without
+// following a symbolic link (O_NOFOLLOW), as every file the daemon keeps here.
 
 import Foundation
 import Glibc
@@ -72,14 +73,37 @@ struct StateDirectory: Sendable {
         try FileManager.default.removeItem(atPath: resolved)
     }
 
+    /// The key's `key.json`, nil when there is none or it is not a regular file (a link
+    /// is not followed).
+    func readMarker(of name: KeyName) -> Data? {
+        let path = marker(of: name)
+        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG, status.st_size <= 1 << 20 else {
+            return nil
+        }
+        return try? FileHandle(fileDescriptor: descriptor, closeOnDealloc: false).readToEnd() ?? Data()
+    }
+
     /// Replaces the key's `key.json` (written beside it, then renamed over
     /// it) once its directory resolves inside the keys directory.
     func writeMarker(_ data: Data, of name: KeyName) throws {
         let directory = try contained(directory(of: name))
         let target = directory + "/key.json"
         let temporary = directory + "/.key.json.tmp"
-        guard FileManager.default.createFile(atPath: temporary, contents: data, attributes: [.posixPermissions: 0o600])
-        else {
+        // Whatever a crash left there (even a link) goes; the new file is made, never opened.
+        unlink(temporary)
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            throw StatePathError(path: temporary, reason: "cannot create it: \(String(cString: strerror(errno)))")
+        }
+        let file = FileHandle(fileDescriptor: descriptor, closeOnDealloc: false)
+        let synced = (try? file.write(contentsOf: data)) != nil && fsync(descriptor) == 0
+        close(descriptor)
+        guard synced else {
+            unlink(temporary)
             throw StatePathError(path: temporary, reason: "cannot write it")
         }
         guard rename(temporary, target) == 0 else {

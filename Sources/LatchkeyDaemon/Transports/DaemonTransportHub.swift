@@ -112,9 +112,11 @@ final class LiveAttachment: KeyAttachment, @unchecked Sendable {
         let writeLogger = logger
         let pacer = InputReportPacer(label: "latchkey.uhid.input.\(key.configuration.name)")
         let hooks = key.sessionHooks { [weak self] in Task { await self?.replugUHID() } }
+        // The kernel does not say who opened the hidraw node.
         let session = HIDSession(
             authenticator: key.authenticator, presence: key.presence, logger: logger,
-            capabilities: key.hidCapabilities, hooks: hooks, engineExecutor: key.engineExecutor
+            capabilities: key.hidCapabilities, hooks: hooks, engineExecutor: key.engineExecutor,
+            requester: { Requester(transport: .uhid) }
         ) { report in
             pacer.enqueue {
                 do {

@@ -6,6 +6,9 @@
 // CTAPHID_CANCEL into cancelling the engine's task. Response-stage CI
 // overrides (Overrides.swift) act here, on the engine's answer.
 //
+// Every request runs with `Requester.current` bound to who is asking, as the
+// transport knows it (Keys/Requester.swift): the presence broker names it.
+//
 // Every request reaches the engine with its origin, this connection's number
 // and the channel: a getNextAssertion or an enumeration's GetNext continues
 // only what the same channel of the same connection began. A channel that
@@ -113,6 +116,8 @@ public actor HIDSession {
     private let queued = Atomic<Int>(0)
     /// Where the session runs (see the top of this file).
     private nonisolated let executor: any SerialExecutor
+    /// Who asks, bound around every engine request; nil when the transport says nothing.
+    private let requester: (@Sendable () async -> Requester)?
 
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
@@ -120,7 +125,8 @@ public actor HIDSession {
     /// are CTAPHID_INIT's flags (a U2F-only key leaves out CBOR); `hooks`
     /// bring the key's CI overrides; the engine's tasks run on `engineExecutor`
     /// (nil: Swift's global executor), the session itself on `executor` (nil:
-    /// a serial queue of its own).
+    /// a serial queue of its own); `requester` tells who asks (it may take a while the
+    /// first time: the engine request waits for it, the session does not).
     public init(
         authenticator: Authenticator,
         presence: PresenceBroker?,
@@ -129,9 +135,11 @@ public actor HIDSession {
         hooks: SessionHooks? = nil,
         engineExecutor: (any TaskExecutor)? = nil,
         executor: (any SerialExecutor)? = nil,
+        requester: (@Sendable () async -> Requester)? = nil,
         send: @escaping @Sendable ([UInt8]) -> Void
     ) {
         self.executor = executor ?? SerialQueueExecutor(label: "latchkey.hid-session")
+        self.requester = requester
         self.engineExecutor = engineExecutor
         self.configuration = CTAPHIDStateMachine.Configuration(
             capabilities: capabilities, continuationTimeout: Self.continuationTimeout)
@@ -241,14 +249,14 @@ public actor HIDSession {
         let id = nextRequestID
         let origin = RequestOrigin(connection: connection, channel: channel)
         let initialized = initializedChannels.remove(channel) != nil
+        let requester = self.requester
         let task = Task(executorPreference: engineExecutor) {
             // In the request's own task, so that it runs first.
             if initialized { await authenticator.endConversation(origin) }
-            let response: [UInt8]
-            if command == .cbor {
-                response = await authenticator.handleCBOR(payload, from: origin)
-            } else {
-                response = await authenticator.handleAPDU(payload, from: origin)
+            let response = await Requester.$current.withValue(await requester?()) {
+                command == .cbor
+                    ? await authenticator.handleCBOR(payload, from: origin)
+                    : await authenticator.handleAPDU(payload, from: origin)
             }
             await self.finish(id: id, channel: channel, command: command, request: payload, response: response)
         }

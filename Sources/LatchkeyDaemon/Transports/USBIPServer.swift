@@ -6,8 +6,17 @@
 // it each CTAPHID exchange waits ~40 ms for Nagle. Remote half-closure is
 // allowed, so that a client that shuts down its side halfway through a request
 // still reads the request's error reply before the connection closes.
+//
+// Each connection knows its peer (USBIPPeer.swift): its devlist shows, and its
+// OP_REQ_IMPORT accepts, only the keys whose `attach` tier the peer holds; an
+// import of another key is answered as an unknown bus id is (status 1), and is
+// one `access.refused` event and one journal line. The engine sees each request
+// with the peer as its `Requester`, for prompts. The server refuses to start
+// when anything already listens on its port, on any address: a squatter on
+// [::1]:3240 would receive whatever asks for localhost:3240.
 
 import CTAPHID
+import LatchkeySystem
 import Logging
 import NIOCore
 import NIOPosix
@@ -58,6 +67,7 @@ final class USBIPServer: Sendable {
                 metadata: ["listen": "\(listen)"]
             )
         }
+        try refuseSquattedPort(listen)
         let server = USBIPServer(listen: listen, logger: logger)
         let bootstrap = ServerBootstrap(group: server.group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -75,9 +85,32 @@ final class USBIPServer: Sendable {
             logger.notice("USB/IP listening", metadata: ["listen": "\(channel.localAddress.map { "\($0)" } ?? "\(listen)")"])
         } catch {
             try? await server.group.shutdownGracefully()
+            // Someone bound it since the check: name them.
+            try refuseSquattedPort(listen)
             throw ConfigurationError("cannot listen for USB/IP on \(listen): \(error)")
         }
         return server
+    }
+
+    /// Throws, naming who holds it and what to do, when anything listens on the port of
+    /// `listen` (any address: the kernel would let 127.0.0.1:3240 be bound beside a
+    /// stranger's [::1]:3240, and clients of "localhost" would reach either).
+    static func refuseSquattedPort(_ listen: ListenAddress) throws(ConfigurationError) {
+        guard listen.port != 0, let port = UInt16(exactly: listen.port) else { return }
+        let holders: [TCPSocketRecord]
+        do {
+            holders = try PeerIdentity.tcpListeners(port: port)
+        } catch {
+            throw ConfigurationError("cannot check who listens on port \(port) before serving USB/IP: \(error)")
+        }
+        guard !holders.isEmpty else { return }
+        let who = holders.map { "\($0.holder) on \($0.local)" }.joined(separator: "; ")
+        throw ConfigurationError(
+            "refusing to serve USB/IP on \(listen): port \(port) is already in use by \(who). Whoever holds it "
+                + "would receive the imports meant for these keys (root's usbip attach included). Stop that "
+                + "process, or choose another port: [usbip] listen = \"127.0.0.1:PORT\" in the configuration, "
+                + "or --usbip 127.0.0.1:PORT"
+        )
     }
 
     /// Counts a new connection in, or refuses it beyond `maxConnections`.
@@ -134,18 +167,28 @@ final class USBIPServer: Sendable {
         entries.withLock { $0.byBusID[busid]?.attachedTo != nil }
     }
 
-    /// What a new connection offers, and which of it is in use elsewhere.
-    func snapshot() -> (exports: [USBIPExport], attached: Set<String>) {
+    /// What a new connection from `peer` offers (the keys it may attach), which of it is in
+    /// use elsewhere, and the keys it may not attach, by bus id.
+    func snapshot(for peer: USBIPPeer) -> (exports: [USBIPExport], attached: Set<String>, hidden: [String: VirtualKey]) {
         entries.withLock { state in
             let sorted = state.byBusID.values.sorted { $0.export.devnum < $1.export.devnum }
-            return (sorted.map(\.export), Set(sorted.filter { $0.attachedTo != nil }.map(\.export.busid)))
+            let offered = sorted.filter { peer.mayAttach(owner: $0.key.owner) }
+            let hidden = sorted.filter { !peer.mayAttach(owner: $0.key.owner) }
+            return (
+                offered.map(\.export), Set(offered.filter { $0.attachedTo != nil }.map(\.export.busid)),
+                Dictionary(uniqueKeysWithValues: hidden.map { ($0.export.busid, $0.key) })
+            )
         }
     }
 
-    /// Records that `connection` imported `busid`; false if another one holds it or it is gone.
-    func claim(_ busid: String, by connection: ObjectIdentifier, close: @escaping @Sendable () -> Void) -> VirtualKey? {
+    /// Records that `connection`, from `peer`, imported `busid`; nil if another one holds
+    /// it, it is gone, or the peer may not attach it.
+    func claim(
+        _ busid: String, by connection: ObjectIdentifier, peer: USBIPPeer, close: @escaping @Sendable () -> Void
+    ) -> VirtualKey? {
         entries.withLock { state in
-            guard var entry = state.byBusID[busid], entry.attachedTo == nil else { return nil }
+            guard var entry = state.byBusID[busid], entry.attachedTo == nil, peer.mayAttach(owner: entry.key.owner)
+            else { return nil }
             entry.attachedTo = connection
             entry.closeAttached = close
             state.byBusID[busid] = entry
@@ -160,6 +203,25 @@ final class USBIPServer: Sendable {
             entry.closeAttached = nil
             state.byBusID[busid] = entry
         }
+    }
+
+    /// `peer` asked to import `key`, which it may not attach: one `access.refused` event
+    /// on the key's stream and one journal line.
+    func refused(_ refusal: AccessRefusal, key: VirtualKey, busid: String, peer: USBIPPeer) {
+        key.events.publish(
+            .accessRefused, key: refusal.key,
+            [
+                "access": .string(refusal.access.rawValue), "rule": .string(refusal.rule),
+                "uid": .int(Int(refusal.caller.uid)), "door": "usbip",
+            ]
+        )
+        logger.notice(
+            "access refused",
+            metadata: peer.metadata.merging([
+                "key": "\(refusal.key)", "access": "\(refusal.access.rawValue)", "rule": "\(refusal.rule)",
+                "door": "usbip", "owner": "\(refusal.owner)", "busid": "\(busid)",
+            ]) { $1 }
+        )
     }
 
     func shutdown() async {
@@ -177,6 +239,10 @@ final class USBIPConnectionHandler: ChannelInboundHandler {
     typealias OutboundOut = ByteBuffer
 
     private let server: USBIPServer
+    /// Who is on the other end, from accept on.
+    private var peer = USBIPPeer(kind: .unidentified, caller: USBIPPeer.nobody, address: "?")
+    /// The keys this peer may not attach, by bus id, as of its first request.
+    private var hidden: [String: VirtualKey] = [:]
     private var connection: USBIPServerConnection?
     /// The imported key's session, which runs on this connection's event loop.
     private var attached: (busid: String, session: HIDSession)?
@@ -189,7 +255,16 @@ final class USBIPConnectionHandler: ChannelInboundHandler {
 
     func channelActive(context: ChannelHandlerContext) {
         logger[metadataKey: "peer"] = "\(context.remoteAddress.map { "\($0)" } ?? "?")"
-        logger.debug("USB/IP connection")
+        peer = USBIPPeer.identify(local: context.localAddress, remote: context.remoteAddress, logger: logger)
+        logger[metadataKey: "uid"] = peer.metadata["uid"]
+        switch peer.kind {
+        case .local: logger.debug("USB/IP connection")
+        case .unidentified:
+            // Info, not notice: a peer that connects and closes at once ends here, and may do so in a loop.
+            logger.info("USB/IP connection from a loopback peer the kernel cannot name: no key is offered")
+        case .remote:
+            logger.notice("USB/IP connection from another host: it may attach what \(Caller.daemon) may attach")
+        }
         let channel = context.channel
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         let contextBound = NIOLoopBound(context, eventLoop: context.eventLoop)
@@ -233,13 +308,20 @@ final class USBIPConnectionHandler: ChannelInboundHandler {
         // The exports are read when the client's first bytes arrive, not at accept: a
         // connection opened a while ago must still see the keys as they are now.
         var connection = self.connection ?? {
-            let (exports, attachedElsewhere) = server.snapshot()
+            let (exports, attachedElsewhere, hidden) = server.snapshot(for: peer)
+            self.hidden = hidden
             var fresh = USBIPServerConnection(exports: exports)
             fresh.unavailableBusIDs = attachedElsewhere
             return fresh
         }()
         let actions = connection.receive(bytes)
         self.connection = connection
+        if attached == nil, let busid = connection.requestedBusID, let key = hidden.removeValue(forKey: busid),
+            let refusal = peer.refusal(of: key)
+        {
+            // Answered by the connection as a bus id it does not know.
+            server.refused(refusal, key: key, busid: busid, peer: peer)
+        }
         if attached == nil, let busid = connection.attachedBusID {
             guard attach(busid, context: context) else {
                 // Another connection claimed the key (or it was deleted) since the
@@ -298,7 +380,7 @@ final class USBIPConnectionHandler: ChannelInboundHandler {
         let channel = context.channel
         let identifier = ObjectIdentifier(self)
         guard
-            let key = server.claim(busid, by: identifier, close: { channel.close(promise: nil) })
+            let key = server.claim(busid, by: identifier, peer: peer, close: { channel.close(promise: nil) })
         else {
             logger.warning("refusing an import: the key is in use or gone", metadata: ["busid": "\(busid)"])
             return false
@@ -309,17 +391,20 @@ final class USBIPConnectionHandler: ChannelInboundHandler {
         sessionLogger[metadataKey: "transport"] = "usbip"
         sessionLogger[metadataKey: "busid"] = "\(busid)"
         let hooks = key.sessionHooks { channel.close(promise: nil) }
+        // /proc is read once, off the event loop; the first request waits for it.
+        let peer = self.peer
+        let lookup = Task.detached(priority: .utility) { peer.requester() }
         let session = HIDSession(
             authenticator: key.authenticator, presence: key.presence, logger: sessionLogger,
             capabilities: key.hidCapabilities, hooks: hooks, engineExecutor: key.engineExecutor,
-            executor: loop.executor
+            executor: loop.executor, requester: { await lookup.value }
         ) { report in
             // Written after what the loop is doing now (a report received
             // mid-read answers once that read's replies are out).
             loop.execute { bound.value.inputReport(report, context: contextBound.value) }
         }
         attached = (busid, session)
-        key.logger.info("USB/IP host imported the key", metadata: ["busid": "\(busid)"])
+        key.logger.info("USB/IP host imported the key", metadata: peer.metadata.merging(["busid": "\(busid)"]) { $1 })
         return true
     }
 

@@ -36,8 +36,11 @@ struct LatchkeyWebDriverCommand: AsyncParsableCommand {
               driver = webdriver.Remote("http://127.0.0.1:4445", options=webdriver.ChromeOptions())
               driver.add_virtual_authenticator(VirtualAuthenticatorOptions(has_resident_key=True))
 
-            It listens on 127.0.0.1 only. Whoever can connect to it can create keys and seed \
-            credentials, as whoever can use the control socket can.
+            It listens on 127.0.0.1 only and serves only connections from its own account and \
+            root (the kernel names the account behind each connection) whose Host is \
+            127.0.0.1, localhost or [::1] with its port; anything else gets a WebDriver error \
+            (HTTP 403) and the connection closes. The keys it creates belong to the account it \
+            runs as: run one latchkey-webdriver per account.
             """,
         version: LatchkeyVersion.string
     )

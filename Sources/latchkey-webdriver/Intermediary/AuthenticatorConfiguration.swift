@@ -133,6 +133,8 @@ public struct AuthenticatorConfiguration: Sendable, Equatable {
             // Not an extension §11 can name, so off: "MUST NOT support any
             // authenticator extension not present in its extensions array".
             "hasThirdPartyPayment": .bool(false),
+            // §11 Get Credentials answers private keys: the key must let them leave.
+            "exportable": .bool(true),
         ])
     }
 }

@@ -4,10 +4,12 @@
 // (VirtualAuthenticators.swift); every other request goes to the upstream
 // driver unchanged (Upstream.swift). A session's keys are removed when the
 // session is deleted, when it has been silent for the idle timeout, and when
-// the intermediary stops (SIGINT, SIGTERM).
+// the intermediary stops (SIGINT, SIGTERM). Only this account and root may
+// use it, and only through a loopback Host (CallerGate.swift).
 
 import LatchkeyNames
 import AsyncHTTPClient
+import Glibc
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -51,6 +53,7 @@ public enum Intermediary {
             upstream: Upstream(base: options.upstream, client: upstreamClient),
             authenticators: authenticators,
             sessions: sessions,
+            gate: CallerGate(uid: getuid()),
             logger: logger
         )
         var application = Application(
@@ -89,14 +92,30 @@ public enum Intermediary {
 
 /// Answers one request: a §11 command itself, anything else through the upstream.
 struct IntermediaryResponder: HTTPResponder {
-    typealias Context = BasicRequestContext
+    typealias Context = IntermediaryContext
 
     let upstream: Upstream
     let authenticators: VirtualAuthenticators
     let sessions: SessionRegistry
+    let gate: CallerGate
     let logger: Logger
 
     func respond(to request: Request, context: Context) async throws -> Response {
+        let channel = context.channel
+        if let refusal = gate.refusal(
+            authority: request.head.authority, local: channel.localAddress,
+            remote: channel.remoteAddress
+        ) {
+            logger.notice(
+                "connection refused",
+                metadata: ["peer": "\(channel.remoteAddress.map { "\($0)" } ?? "?")", "reason": "\(refusal.message)"]
+            )
+            // Nothing more is read from it: the answer goes out, then the connection closes.
+            channel.close(mode: .input, promise: nil)
+            var response = Self.answer(.failure(refusal))
+            response.headers[.connection] = "close"
+            return response
+        }
         var request = request
         let target = request.head.path ?? "/"
         let path = String(target.prefix { $0 != "?" })

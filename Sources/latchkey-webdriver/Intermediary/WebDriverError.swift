@@ -55,6 +55,12 @@ public struct WebDriverError: Error, Sendable, Equatable {
         )
     }
 
+    /// A caller latchkey-webdriver does not serve (CallerGate.swift). WebDriver's table has
+    /// no such error; the code is "unknown error", the HTTP status says what happened.
+    public static func forbidden(_ message: String) -> WebDriverError {
+        WebDriverError("unknown error", status: 403, message)
+    }
+
     public static func unknownError(_ message: String) -> WebDriverError {
         WebDriverError("unknown error", status: 500, message)
     }

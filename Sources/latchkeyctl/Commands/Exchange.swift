@@ -4,6 +4,8 @@
 // envelope in the README); this command asks for the passphrase — on the
 // terminal without echo, or one line of standard input with
 // --passphrase-stdin, never in argv — and reads and writes the file, 0600.
+// A key that is not exportable exports only with its PIN (--pin, --pin-stdin;
+// docs/access.md), read the same way.
 
 import ArgumentParser
 import Foundation
@@ -24,9 +26,16 @@ struct Export: ParsableCommand {
             Non-discoverable credentials cannot be exported (their key is their ID, \
             wrapped under this key's secret).
 
+            Only the key's owner exports it. A key made exportable exports as it \
+            is; any other key needs its PIN: --pin asks for it on the terminal, \
+            --pin-stdin reads it from the first line of standard input (before \
+            the passphrase, with --passphrase-stdin). A wrong PIN costs one of the \
+            key's retries, as with any FIDO client.
+
             Examples:
               latchkeyctl export --key ci-1 --format cxf -o passkeys.cxf.json
               printf '%s\\n' "$PASSPHRASE" | latchkeyctl export --passphrase-stdin -o passkeys.cxf.json
+              printf '%s\\n%s\\n' "$PIN" "$PASSPHRASE" | latchkeyctl export --pin-stdin --passphrase-stdin -o passkeys.cxf.json
               latchkeyctl export --plaintext -o passkeys-PLAINTEXT.json
             """
     )
@@ -49,23 +58,39 @@ struct Export: ParsableCommand {
     @Flag(help: "Read the passphrase from the first line of standard input instead of the terminal.")
     var passphraseStdin = false
 
+    @Flag(help: "Ask for the key's PIN on the terminal (a key that is not exportable needs it).")
+    var pin = false
+
+    @Flag(help: "Read the key's PIN from the first line of standard input instead.")
+    var pinStdin = false
+
     func validate() throws {
         guard format == "cxf" else { throw ValidationError("--format must be cxf.") }
         if plaintext && passphraseStdin {
             throw ValidationError("--plaintext exports are not encrypted; leave out --passphrase-stdin.")
         }
+        if pin && pinStdin { throw ValidationError("give --pin or --pin-stdin, not both.") }
     }
 
     func run() throws {
         let client = global.client()
-        let body: ExportBody
+        var body = ExportBody()
+        // The PIN first: with both on standard input, it is the first line.
+        if pinStdin {
+            guard let line = Terminal.readLine(descriptor: STDIN_FILENO), !line.isEmpty else {
+                throw CtlError(.usage, "--pin-stdin: no PIN on standard input")
+            }
+            body.pin = line
+        } else if pin {
+            body.pin = try Terminal.readSecret(prompt: "PIN of key \(key.key.quoted): ")
+        }
         if plaintext {
             warn(
                 "warning: the export is NOT encrypted; it holds private keys in the clear. Keep the file safe and delete it when done."
             )
-            body = ExportBody(passphrase: nil, plaintext: true)
+            body.plaintext = true
         } else {
-            body = ExportBody(passphrase: try Passphrase.read(stdin: passphraseStdin, confirm: true), plaintext: nil)
+            body.passphrase = try Passphrase.read(stdin: passphraseStdin, confirm: true)
         }
         let response = try client.post(ControlPath.export(key: key.key), json: body)
         guard let output else {
@@ -169,6 +194,8 @@ struct Import: ParsableCommand {
 private struct ExportBody: Encodable {
     var passphrase: String?
     var plaintext: Bool?
+    /// The key's PIN, for a key that is not exportable. Never logged.
+    var pin: String?
 }
 
 /// The answer to an import.

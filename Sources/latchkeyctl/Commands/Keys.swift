@@ -55,8 +55,17 @@ struct Keys: ParsableCommand {
                 user-verification: auto on a key in presence auto, else prompt), and \
                 --no-user-verified makes it fail (for CI; see `latchkeyctl keys user-verified`).
 
+                The key belongs to the account that creates it: only it uses the key, \
+                answers its prompts and exports it; root sees and manages it too. Root \
+                creates a key for another account with --owner. --exportable lets the \
+                key's private keys leave without its PIN (`latchkeyctl export`, \
+                WebDriver's Get Credentials): for CI keys, never for a person's; it is \
+                chosen here and never changes (docs/access.md).
+
                 Examples:
                   latchkeyctl keys create ci-1
+                  latchkeyctl keys create ci-1 --exportable
+                  sudo latchkeyctl keys create alice-key --owner alice
                   latchkeyctl keys create ci-2 --presence prompt --no-usbip
                   latchkeyctl keys create ci-3 --presence auto --user-verification
                   latchkeyctl keys create legacy --protocol u2f-only
@@ -72,6 +81,12 @@ struct Keys: ParsableCommand {
 
         @Option(help: ArgumentHelp("How the key asks for user presence.", valueName: "mode"))
         var presence: PresenceMode?
+
+        @Option(help: ArgumentHelp("The account the key is for, a name or uid (root only).", valueName: "account"))
+        var owner: String?
+
+        @Flag(help: "Let the key's private keys leave without its PIN (CI keys; fixed at creation).")
+        var exportable = false
 
         @Flag(inversion: .prefixedNo, help: "Present the key to this machine's kernel through /dev/uhid.")
         var uhid = true
@@ -163,6 +178,8 @@ struct Keys: ParsableCommand {
 
         func run() throws {
             var body = CreateKeyRequest(name: name.rawValue, presence: presence?.rawValue, uhid: uhid, usbip: usbip)
+            body.owner = owner
+            body.exportable = exportable ? true : nil
             body.protocol = protocolName
             body.hasResidentKey = residentKeys
             body.hasUserVerification = userVerification

@@ -27,10 +27,11 @@ struct Status: ParsableCommand {
 enum KeyTable {
     /// The keys, one a row, then any uhid error on a line of its own.
     static func render(_ keys: [KeyInfo]) -> String {
-        var table = Table("NAME", "PRESENCE", "CREDENTIALS", "UHID", "USBIP")
+        var table = Table("NAME", "OWNER", "PRESENCE", "CREDENTIALS", "UHID", "USBIP")
         for key in keys {
             table.append(
                 key.name,
+                Format.optional(key.owner?.label),
                 key.presence,
                 String(key.credentials),
                 Format.uhid(key.uhid),
@@ -47,6 +48,8 @@ enum KeyTable {
     static func fields(_ key: KeyInfo) -> String {
         var fields = [
             ("name", key.name),
+            ("owner", Format.optional(key.owner.map { "\($0.label) (uid \($0.uid))" })),
+            ("exportable", key.exportable.map { $0 ? "yes" : "no: private keys leave only with its PIN" } ?? "-"),
             ("aaguid", key.aaguid),
             ("presence", key.presence),
             ("credentials", String(key.credentials)),
