@@ -1,11 +1,12 @@
 # make install: builds latchkey in release mode and installs the daemon, the
-# CLI, the WebDriver intermediary (latchkey-webdriver), the systemd unit, the udev rule, the service user and a default
-# configuration. Variables: PREFIX (/usr/local), DESTDIR (staging root),
-# SYSCONFDIR (/etc), UNITDIR, UDEVDIR, SYSUSERSDIR.
+# CLI, the WebDriver intermediary (latchkey-webdriver), the systemd unit, the prompt agent's user unit, the udev rule,
+# the service user and a default configuration. Variables: PREFIX (/usr/local), DESTDIR (staging root),
+# SYSCONFDIR (/etc), UNITDIR, USERUNITDIR, UDEVDIR, SYSUSERSDIR.
 PREFIX ?= /usr/local
 DESTDIR ?=
 SYSCONFDIR ?= /etc
 UNITDIR ?= $(SYSCONFDIR)/systemd/system
+USERUNITDIR ?= $(SYSCONFDIR)/systemd/user
 UDEVDIR ?= $(SYSCONFDIR)/udev/rules.d
 SYSUSERSDIR ?= $(SYSCONFDIR)/sysusers.d
 BINDIR = $(PREFIX)/bin
@@ -24,6 +25,9 @@ install: build
 	sed "s|/usr/local/bin|$(BINDIR)|g" systemd/latchkeyd.service > latchkeyd.service.tmp
 	install -D -m 0644 latchkeyd.service.tmp "$(DESTDIR)$(UNITDIR)/latchkeyd.service"
 	rm -f latchkeyd.service.tmp
+	sed "s|/usr/local/bin|$(BINDIR)|g" systemd/latchkey-agent.service > latchkey-agent.service.tmp
+	install -D -m 0644 latchkey-agent.service.tmp "$(DESTDIR)$(USERUNITDIR)/latchkey-agent.service"
+	rm -f latchkey-agent.service.tmp
 	# the rule runs latchkeyctl udev-owner from where this installs it
 	sed "s|/usr/bin/latchkeyctl|$(BINDIR)/latchkeyctl|g" udev/70-latchkey.rules > 70-latchkey.rules.tmp
 	install -D -m 0644 70-latchkey.rules.tmp "$(DESTDIR)$(UDEVDIR)/70-latchkey.rules"
@@ -41,7 +45,8 @@ install: build
 
 uninstall:
 	rm -f "$(DESTDIR)$(BINDIR)/latchkeyd" "$(DESTDIR)$(BINDIR)/latchkeyctl" "$(DESTDIR)$(BINDIR)/latchkey-webdriver" \
-		"$(DESTDIR)$(UNITDIR)/latchkeyd.service" "$(DESTDIR)$(UDEVDIR)/70-latchkey.rules" \
+		"$(DESTDIR)$(UNITDIR)/latchkeyd.service" "$(DESTDIR)$(USERUNITDIR)/latchkey-agent.service" \
+		"$(DESTDIR)$(UDEVDIR)/70-latchkey.rules" \
 		"$(DESTDIR)$(SYSUSERSDIR)/latchkey.conf"
 
 test:

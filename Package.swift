@@ -89,6 +89,11 @@ let package = Package(
         // The one system-call wrapper (EINTR, errno) the I/O targets share.
         .target(name: "LatchkeySystem", swiftSettings: strict),
 
+        // Consent prompts as desktop notifications (org.freedesktop.Notifications through gdbus) and
+        // their text, escaped in one place: latchkeyd shows its own user's, `latchkeyctl agent` each
+        // owner's in their session.
+        .target(name: "LatchkeyNotifications", dependencies: [logging], swiftSettings: strict),
+
         // Transports: the kernel's uhid device (system calls live here and in the daemon).
         .target(name: "LatchkeyUHID", dependencies: ["CLinuxHID", "LatchkeySystem"], swiftSettings: strict),
 
@@ -114,7 +119,7 @@ let package = Package(
             name: "LatchkeyDaemon",
             dependencies: [
                 "CBOR", "CTAPHID", "CTAP", "LatchkeyCrypto", "LatchkeyStore", "USBIP", "LatchkeyUHID", "CZlib",
-                "LatchkeyNames", "LatchkeySystem", "CMalloc",
+                "LatchkeyNames", "LatchkeyNotifications", "LatchkeySystem", "CMalloc",
                 nioCore, .product(name: "NIOPosix", package: "swift-nio"), nioHTTP1,
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"), logging, serviceLifecycle, hummingbird,
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -132,7 +137,10 @@ let package = Package(
         ),
         .executableTarget(
             name: "latchkeyctl",
-            dependencies: ["LatchkeySystem", "LatchkeyNames", argumentParser, asyncHTTPClient, nioCore, nioHTTP1],
+            dependencies: [
+                "LatchkeySystem", "LatchkeyNames", "LatchkeyNotifications", argumentParser, asyncHTTPClient, nioCore,
+                nioHTTP1, logging,
+            ],
             swiftSettings: strict
         ),
 
@@ -167,6 +175,7 @@ let package = Package(
         ),
         .testTarget(name: "LatchkeyNamesTests", dependencies: ["LatchkeyNames"]),
         .testTarget(name: "LatchkeySystemTests", dependencies: ["LatchkeySystem"]),
+        .testTarget(name: "LatchkeyNotificationsTests", dependencies: ["LatchkeyNotifications"]),
         .testTarget(
             name: "LatchkeyWebDriverTests",
             dependencies: ["LatchkeyWebDriver", "LatchkeyNames", nioCore, .product(name: "NIOPosix", package: "swift-nio")]

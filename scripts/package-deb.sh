@@ -20,6 +20,7 @@
 #   /usr/bin/latchkey-webdriver                stripped; they link only Debian's libraries
 #   /lib/systemd/system/latchkeyd.service      systemd/latchkeyd.service, ExecStart in /usr/bin
 #   /usr/lib/systemd/user/latchkeyd.service    systemd/latchkeyd-user.service, likewise
+#   /usr/lib/systemd/user/latchkey-agent.service  systemd/latchkey-agent.service (the prompt agent), likewise
 #   /lib/udev/rules.d/70-latchkey.rules        udev/70-latchkey.rules (its helper: /usr/bin/latchkeyctl
 #                                              udev-owner, which the package installs there)
 #   /usr/lib/sysusers.d/latchkey.conf          packaging/sysusers-latchkey.conf
@@ -98,6 +99,7 @@ unit() { sed 's|/usr/local/bin/|/usr/bin/|g' "$1" > "$2" && chmod 0644 "$2"; }
 mkdir -p "$STAGE/lib/systemd/system" "$STAGE/usr/lib/systemd/user"
 unit systemd/latchkeyd.service "$STAGE/lib/systemd/system/latchkeyd.service"
 unit systemd/latchkeyd-user.service "$STAGE/usr/lib/systemd/user/latchkeyd.service"
+unit systemd/latchkey-agent.service "$STAGE/usr/lib/systemd/user/latchkey-agent.service"
 grep -q '^ExecStart=/usr/bin/latchkeyd ' "$STAGE/lib/systemd/system/latchkeyd.service" \
     || die "the unit's ExecStart is not /usr/bin/latchkeyd"
 install -D -m 0644 udev/70-latchkey.rules "$STAGE/lib/udev/rules.d/70-latchkey.rules"

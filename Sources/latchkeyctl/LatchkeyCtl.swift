@@ -55,7 +55,7 @@ struct LatchkeyCtl: AsyncParsableCommand {
             Presence.self, Pending.self, Approve.self, Deny.self,
             Events.self, Overrides.self,
             Signal.self, Export.self, Import.self,
-            Watch.self, Policy.self,
+            Watch.self, Agent.self, Policy.self,
             Attach.self, UdevOwner.self,
         ]
     )

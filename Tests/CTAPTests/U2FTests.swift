@@ -103,6 +103,26 @@ struct U2FTests {
         #expect(opensslVerify(spki: spki, signature: assertion.signature, message: assertion.authData + get.clientDataHash))
     }
 
+    @Test("a U2F prompt names the site when a credential stored for its application parameter tells it")
+    func siteOfTheApplicationParameter() async throws {
+        let key = TestKey()
+        let known = sha256(Array("example.com".utf8))
+        var create = MakeCredentialBuilder()
+        create.rk = true
+        _ = try await key.makeCredential(create)
+        for application in [known, application] {
+            let registration = try U2FRegistration(
+                await key.authenticator.handleAPDU(apdu(ins: 0x01, data: challenge + application))
+            )
+            let sign = challenge + application + [UInt8(registration.keyHandle.count)] + registration.keyHandle
+            #expect(statusWord(await key.authenticator.handleAPDU(apdu(ins: 0x02, p1: 0x03, data: sign))) == 0x9000)
+        }
+        let u2f = key.presence.requests.filter { $0.operation == .u2fRegister || $0.operation == .u2fAuthenticate }
+        #expect(u2f.map(\.operation) == [.u2fRegister, .u2fAuthenticate, .u2fRegister, .u2fAuthenticate])
+        #expect(u2f.map(\.rpId) == ["example.com", "example.com", nil, nil])
+        #expect(u2f.map(\.rpIdHash) == [known, known, application, application])
+    }
+
     @Test("presence refused: REGISTER and enforce answer 'conditions not satisfied'")
     func presenceRefused() async throws {
         let key = TestKey()

@@ -438,26 +438,155 @@ struct PolicyBrokerTests {
     }
 }
 
-@Suite("desktop notifications")
-struct DesktopNotifierTests {
-    @Test("gdbus monitor lines become actions and closes")
-    func parse() {
-        let path = "/org/freedesktop/Notifications: org.freedesktop.Notifications."
-        #expect(
-            DesktopNotifier.parseSignal(path + "ActionInvoked (uint32 7, 'allow')")
-                == .init(id: 7, kind: .action("allow"))
-        )
-        #expect(
-            DesktopNotifier.parseSignal(path + "NotificationClosed (uint32 7, uint32 2)") == .init(id: 7, kind: .closed)
-        )
-        #expect(DesktopNotifier.parseSignal("The name org.freedesktop.Notifications is owned by :1.0") == nil)
-        #expect(DesktopNotifier.parseSignal(path + "ActionInvoked (uint32 x, 'allow')") == nil)
-        #expect(DesktopNotifier.parseNotificationId("(uint32 12,)\n") == 12)
-        #expect(DesktopNotifier.parseNotificationId("()") == nil)
+/// One step of a prompt-limit scenario: a request that would ask at a time
+/// and the path it must take, or a person's answer to the last prompt.
+enum PromptStep: Sendable, CustomStringConvertible {
+    case request(at: UInt64, PolicyPath)
+    case answer(at: UInt64, PolicyOutcome)
+
+    var description: String {
+        switch self {
+        case .request(let at, let path): "request at \(at) ms -> \(path.rawValue)"
+        case .answer(let at, let outcome): "\(outcome.rawValue) at \(at) ms"
+        }
+    }
+}
+
+@Suite("prompt limits")
+struct PromptLimitTests {
+    @Test(
+        "prompts-per-minute and deny-cooldown-seconds, step by step",
+        arguments: [
+            (
+                "the cap's prompts are shown in any minute, the next is refused until the first leaves the window",
+                3, 0,
+                [
+                    PromptStep.request(at: 0, .prompt), .request(at: 1000, .prompt), .request(at: 2000, .prompt),
+                    .request(at: 3000, .rateLimit), .request(at: 59_999, .rateLimit), .request(at: 60_000, .prompt),
+                    .request(at: 60_500, .rateLimit), .request(at: 61_000, .prompt),
+                ]
+            ),
+            (
+                "refused requests do not count: a flood still gets a prompt each time one leaves the window",
+                1, 0,
+                [PromptStep.request(at: 0, .prompt)]
+                    + (1..<50).map { PromptStep.request(at: UInt64($0) * 1000, .rateLimit) }
+                    + [.request(at: 60_000, .prompt), .request(at: 60_001, .rateLimit)]
+            ),
+            (
+                "a Deny refuses what would ask until the cooldown has passed",
+                10, 10,
+                [
+                    PromptStep.request(at: 0, .prompt), .answer(at: 500, .denied), .request(at: 600, .cooldown),
+                    .request(at: 10_499, .cooldown), .request(at: 10_500, .prompt),
+                ]
+            ),
+            (
+                "approvals, time-outs and cancellations start no cooldown",
+                10, 10,
+                [
+                    PromptStep.request(at: 0, .prompt), .answer(at: 1, .approved), .request(at: 2, .prompt),
+                    .answer(at: 3, .timedOut), .request(at: 4, .prompt), .answer(at: 5, .cancelled),
+                    .request(at: 6, .prompt),
+                ]
+            ),
+            (
+                "deny-cooldown-seconds = 0 turns the cooldown off",
+                10, 0, [PromptStep.request(at: 0, .prompt), .answer(at: 1, .denied), .request(at: 2, .prompt)]
+            ),
+            (
+                "the cooldown is checked before the cap, and refusals in it do not count",
+                1, 10,
+                [
+                    PromptStep.request(at: 0, .prompt), .answer(at: 1, .denied), .request(at: 2, .cooldown),
+                    .request(at: 20_000, .rateLimit), .request(at: 60_000, .prompt),
+                ]
+            ),
+        ] as [(String, Int, Int, [PromptStep])]
+    )
+    func limits(scenario: String, perMinute: Int, cooldown: Int, steps: [PromptStep]) {
+        var engine = PolicyTests.engine {
+            $0.promptsPerMinute = perMinute
+            $0.denyCooldownSeconds = cooldown
+        }
+        for step in steps {
+            switch step {
+            case .request(let at, let path):
+                let decision = engine.decide(PolicyTests.create(), mode: .prompt, facts: PolicyTests.noPasskey, now: at)
+                #expect(decision.path == path, "\(scenario): \(step)")
+                #expect(decision.action == (path == .prompt ? .ask(grantsUserVerification: false) : .refuse))
+            case .answer(let at, let outcome):
+                engine.promptAnswered(outcome, now: at)
+            }
+        }
     }
 
-    @Test("text becomes a GVariant string literal that cannot break out")
-    func literal() {
-        #expect(DesktopNotifier.literal("alice's \\ key\n") == "'alice\\'s \\\\ key '")
+    @Test("a refusal says why and names the setting")
+    func reasons() {
+        var engine = PolicyTests.engine { $0.promptsPerMinute = 1 }
+        let signIn = PolicyRequest(operation: .getAssertion, rpId: "example.com")
+        _ = engine.decide(signIn, mode: .prompt, facts: nil, now: 0)
+        let limited = engine.decide(signIn, mode: .prompt, facts: nil, now: 1000)
+        #expect(
+            limited.reason
+                == "presence prompt; refused without a prompt: 1 prompt in the last minute (prompts-per-minute = 1)"
+        )
+        engine.promptAnswered(.denied, now: 2000)
+        let cooling = engine.decide(signIn, mode: .prompt, facts: nil, now: 5000)
+        #expect(
+            cooling.reason
+                == "presence prompt; refused without a prompt: a prompt was denied 3 s ago (deny-cooldown-seconds = 10)"
+        )
+    }
+
+    @Test("what asks nobody is never limited: auto, deny, conditional registration")
+    func onlyPrompts() {
+        var engine = PolicyTests.engine { $0.promptsPerMinute = 1 }
+        engine.promptAnswered(.denied, now: 0)
+        for now in UInt64(1)...20 {
+            #expect(engine.decide(PolicyTests.create(), mode: .auto, facts: nil, now: now).path == .auto)
+            #expect(engine.decide(PolicyTests.create(), mode: .deny, facts: nil, now: now).path == .deny)
+        }
+        engine.passwordUsed(rpId: "example.com", userName: "alice", now: 30)
+        let registration = engine.decide(PolicyTests.create(), mode: .prompt, facts: PolicyTests.noPasskey, now: 31)
+        #expect(registration.path == .conditional)
+    }
+
+    @Test(
+        "the settings' ranges are checked",
+        arguments: [
+            (0, 10, false), (1, 0, true), (1000, 3600, true), (1001, 10, false), (10, -1, false), (10, 3601, false),
+        ]
+    )
+    func validation(perMinute: Int, cooldown: Int, valid: Bool) {
+        var settings = PolicySettings()
+        settings.promptsPerMinute = perMinute
+        settings.denyCooldownSeconds = cooldown
+        #expect((try? settings.validate(mode: .prompt)) != nil || !valid)
+        #expect((try? settings.validate(mode: .prompt)) == nil || valid)
+    }
+
+    @Test("[policy] and [keys.policy] set them; the documented defaults are the code's")
+    func configuration() throws {
+        var configuration = DaemonConfiguration.defaults(environment: [:])
+        try configuration.apply(
+            toml: """
+                [policy]
+                prompts-per-minute = 4
+                deny-cooldown-seconds = 30
+                [[keys]]
+                name = "k"
+                [keys.policy]
+                deny-cooldown-seconds = 0
+                """,
+            source: "test"
+        )
+        #expect(configuration.policy.promptsPerMinute == 4 && configuration.policy.denyCooldownSeconds == 30)
+        let key = try #require(configuration.keys.first)
+        #expect(key.policy.applied(to: configuration.policy).denyCooldownSeconds == 0)
+        let defaults = PolicySettings()
+        let documented = DaemonConfiguration.documentedDefaults
+        #expect(documented.contains("# prompts-per-minute = \(defaults.promptsPerMinute) "))
+        #expect(documented.contains("# deny-cooldown-seconds = \(defaults.denyCooldownSeconds) "))
     }
 }

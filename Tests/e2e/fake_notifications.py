@@ -4,7 +4,8 @@ the session bus given by DBUS_SESSION_BUS_ADDRESS (a private dbus-daemon of the 
 It prints one JSON line per call it receives (Notify, CloseNotification) on standard
 output, after a first line READY, and offers org.latchkey.Test.Invoke(id, action), which
 emits ActionInvoked(id, action) and then NotificationClosed(id, 2), as a server does
-when a person clicks an action. It needs PyGObject (Debian python3-gi) and ends by
+when a person clicks an action. It says it renders body markup (GetCapabilities:
+actions, body, body-markup), as desktop servers do. It needs PyGObject (Debian python3-gi) and ends by
 itself when the bus goes away, on SIGTERM, or after --max-seconds.
 
     python3 fake_notifications.py [--max-seconds 300]
@@ -72,7 +73,7 @@ def main() -> None:
                 emit(connection, "NotificationClosed", GLib.Variant("(uu)", (nid, 3)))
             invocation.return_value(None)
         elif method == "GetCapabilities":
-            invocation.return_value(GLib.Variant("(as)", (["actions", "body"],)))
+            invocation.return_value(GLib.Variant("(as)", (["actions", "body", "body-markup"],)))
         elif method == "GetServerInformation":
             invocation.return_value(GLib.Variant("(ssss)", ("fake", "latchkey-tests", "1", "1.2")))
         elif method == "Invoke":

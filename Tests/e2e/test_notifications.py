@@ -41,6 +41,21 @@ def python_with_gi() -> str | None:
     return None
 
 
+def next_from(items: queue.Queue, matches, timeout: float, failure):
+    """The next item of `items` that `matches`, waiting at most `timeout` seconds; the
+    items before it are dropped. Fails with `failure()`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        assert remaining > 0, failure()
+        try:
+            item = items.get(timeout=remaining)
+        except queue.Empty:
+            continue
+        if matches(item):
+            return item
+
+
 class FakeServer:
     def __init__(self, python: str, address: str):
         env = dict(os.environ, DBUS_SESSION_BUS_ADDRESS=address)
@@ -59,16 +74,8 @@ class FakeServer:
             self.calls.put(json.loads(line))
 
     def next_call(self, name: str, timeout: float = 5.0) -> dict:
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            assert remaining > 0, f"the fake notification server got no {name} in {timeout} s"
-            try:
-                call = self.calls.get(timeout=remaining)
-            except queue.Empty:
-                continue
-            if call["call"] == name:
-                return call
+        return next_from(self.calls, lambda call: call["call"] == name, timeout,
+                         lambda: f"the fake notification server got no {name} in {timeout} s")
 
     def invoke(self, notification_id: int, action: str) -> None:
         subprocess.run(as_daemon_account(["gdbus", "call", "--session", "--dest", "org.freedesktop.Notifications",

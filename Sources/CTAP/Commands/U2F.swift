@@ -117,9 +117,8 @@ extension Authenticator {
         let challenge = Array(apdu.data[0..<32])
         let application = Array(apdu.data[32..<64])
         // U2F keys answer "not satisfied" until touched; the host retries.
-        guard await presence.requestPresence(PresenceRequest(operation: .u2fRegister)).isApproval else {
-            throw .conditionsNotSatisfied
-        }
+        let request = u2fPresenceRequest(.u2fRegister, application: application)
+        guard await presence.requestPresence(request).isApproval else { throw .conditionsNotSatisfied }
         do {
             let key = try CredentialPrivateKey.generate(.es256, entropy: entropy)
             guard let p256 = key.p256 else { throw U2FStatusWord.unknown }
@@ -134,6 +133,16 @@ extension Authenticator {
             diagnostics?("U2F register: \(error)")
             throw .unknown
         }
+    }
+
+    /// The presence request of a U2F operation. U2F names the site only by
+    /// a hash, which the host claims as it claims a CTAP2 rpId; a
+    /// discoverable credential stored for that hash tells the RP ID it
+    /// stands for, so that the prompt can name the site. Without one (or
+    /// when the store cannot answer) the request carries the hash alone.
+    private func u2fPresenceRequest(_ operation: PresenceRequest.Operation, application: [UInt8]) -> PresenceRequest {
+        let site = (try? store.credentials(rpIdHash: application))?.first?.rpId
+        return PresenceRequest(operation: operation, rpId: site, rpIdHash: application)
     }
 
     /// AUTHENTICATE: challenge (32) | application (32) | L (1) | key handle (L).
@@ -162,9 +171,8 @@ extension Authenticator {
             // The key handle is ours: U2F says so with "conditions not satisfied".
             throw .conditionsNotSatisfied
         case 0x03:
-            guard await presence.requestPresence(PresenceRequest(operation: .u2fAuthenticate)).isApproval else {
-                throw .conditionsNotSatisfied
-            }
+            let request = u2fPresenceRequest(.u2fAuthenticate, application: application)
+            guard await presence.requestPresence(request).isApproval else { throw .conditionsNotSatisfied }
             flags = [.userPresent]
         case 0x08:
             flags = []

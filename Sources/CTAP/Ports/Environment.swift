@@ -90,8 +90,14 @@ public struct PresenceRequest: Sendable, Equatable {
 
     /// The operation.
     public var operation: Operation
-    /// The relying party ID, when the operation has one (U2F has only a hash).
+    /// The relying party ID, when the operation has one. U2F gives only a
+    /// hash (`rpIdHash`): its operations carry the RP ID of a credential
+    /// stored on this key for that hash, when there is one, else nil.
     public var rpId: String?
+    /// U2F's application parameter (SHA-256 of the RP ID or AppID) for U2F
+    /// operations, so that a prompt can show it when no stored credential
+    /// names the site; nil for CTAP2 operations, which give `rpId`.
+    public var rpIdHash: [UInt8]?
     /// The user name the relying party gave, when it gave one.
     public var userName: String?
     /// makeCredential's user.id.
@@ -109,6 +115,7 @@ public struct PresenceRequest: Sendable, Equatable {
     public init(
         operation: Operation,
         rpId: String? = nil,
+        rpIdHash: [UInt8]? = nil,
         userName: String? = nil,
         userId: [UInt8]? = nil,
         userDisplayName: String? = nil,
@@ -117,6 +124,7 @@ public struct PresenceRequest: Sendable, Equatable {
     ) {
         self.operation = operation
         self.rpId = rpId
+        self.rpIdHash = rpIdHash
         self.userName = userName
         self.userId = userId
         self.userDisplayName = userDisplayName

@@ -2,8 +2,10 @@
 // request, the key's presence mode, a few facts about the key and the time,
 // it decides whether to grant at once, refuse at once or ask a person, and
 // says why. It owns the password-used signals (conditional registration,
-// README "Consent policy") and the per-rp rate limit. No I/O and no clock of its
-// own, so every rule is unit-tested with an injected time; the
+// README "Consent policy"), the per-rp rate limit of conditional
+// registrations, and the limits on prompts (docs/prompts.md): at most so many
+// prompts a minute, and none for a while after a person denied one. No I/O and
+// no clock of its own, so every rule is unit-tested with an injected time; the
 // `PresenceBroker` gathers the facts and performs the decision.
 
 import CTAP
@@ -50,6 +52,14 @@ public struct PolicySettings: Sendable, Equatable, Codable {
     /// Desktop notifications (org.freedesktop.Notifications) for prompts
     /// and conditional registrations.
     public var notifications: Bool = true
+    /// At most this many prompts in any minute; more are refused without one.
+    /// A person rarely answers more than a few; a requester that asks again
+    /// and again to wear them down meets it.
+    public var promptsPerMinute: Int = 10
+    /// For this long after a person denied a prompt, requests that would ask
+    /// are refused without one: a Deny is not followed at once by the same
+    /// question (0: no cooldown).
+    public var denyCooldownSeconds: Int = 10
 
     public init() {}
 
@@ -60,6 +70,12 @@ public struct PolicySettings: Sendable, Equatable, Codable {
         }
         guard (0...10_000).contains(rateLimitPerHour) else {
             throw ConfigurationError("rate-limit-per-hour must be between 0 and 10000, not \(rateLimitPerHour)")
+        }
+        guard (1...1000).contains(promptsPerMinute) else {
+            throw ConfigurationError("prompts-per-minute must be between 1 and 1000, not \(promptsPerMinute)")
+        }
+        guard (0...3600).contains(denyCooldownSeconds) else {
+            throw ConfigurationError("deny-cooldown-seconds must be between 0 and 3600, not \(denyCooldownSeconds)")
         }
         // A person is never verified silently: silent UV only where nobody is asked anyway.
         if userVerification == .auto && mode != .auto {
@@ -87,6 +103,8 @@ public struct PolicyOverrides: Sendable, Equatable, Codable {
     public var requirePin: Bool?
     public var rateLimitPerHour: Int?
     public var notifications: Bool?
+    public var promptsPerMinute: Int?
+    public var denyCooldownSeconds: Int?
 
     public init() {}
 
@@ -102,6 +120,8 @@ public struct PolicyOverrides: Sendable, Equatable, Codable {
         if let requirePin { result.requirePin = requirePin }
         if let rateLimitPerHour { result.rateLimitPerHour = rateLimitPerHour }
         if let notifications { result.notifications = notifications }
+        if let promptsPerMinute { result.promptsPerMinute = promptsPerMinute }
+        if let denyCooldownSeconds { result.denyCooldownSeconds = denyCooldownSeconds }
         return result
     }
 }
@@ -176,6 +196,14 @@ public enum PolicyPath: String, Sendable, Equatable, Codable {
     case mismatch
     /// A CI override queued through the control API answered (Overrides.swift).
     case override
+    /// A prompt refused without being shown: prompts-per-minute were shown already.
+    case rateLimit
+    /// A prompt refused without being shown: a person denied one less than
+    /// deny-cooldown-seconds ago.
+    case cooldown
+
+    /// Whether this path refused a request that would have asked a person.
+    var refusesWithoutPrompt: Bool { self == .rateLimit || self == .cooldown }
 }
 
 /// The policy's verdict on one request.
@@ -220,6 +248,10 @@ public struct PolicyEngine: Sendable {
     private(set) var signals: [SignalKey: PasswordSignal] = [:]
     /// When each RP was last registered conditionally, oldest first.
     private(set) var conditionalTimes: [String: [UInt64]] = [:]
+    /// When the prompts of the last minute were shown, oldest first.
+    private(set) var promptTimes: [UInt64] = []
+    /// When a person last denied a prompt.
+    private(set) var deniedAt: UInt64?
 
     /// Signals are kept this long after they expire, so that a late request
     /// is told "expired" rather than "no signal".
@@ -227,6 +259,7 @@ public struct PolicyEngine: Sendable {
     /// At most this many signals are remembered (a flood forgets the oldest).
     static let maxSignals = 256
     static let hourMilliseconds: UInt64 = 3_600_000
+    static let minuteMilliseconds: UInt64 = 60_000
 
     struct SignalKey: Hashable, Sendable {
         var rpId: String
@@ -274,8 +307,52 @@ public struct PolicyEngine: Sendable {
     }
 
     /// Decides `request` for a key in presence `mode`. A conditional
-    /// registration spends its signal and counts towards the rate limit.
+    /// registration spends its signal and counts towards the rate limit; a
+    /// prompt counts towards prompts-per-minute.
     public mutating func decide(
+        _ request: PolicyRequest,
+        mode: PresenceMode,
+        facts: PolicyFacts?,
+        now: UInt64
+    ) -> PolicyDecision {
+        limitPrompts(decideAll(request, mode: mode, facts: facts, now: now), now: now)
+    }
+
+    /// A person's answer to a prompt this policy let through: a Deny starts
+    /// the cooldown.
+    public mutating func promptAnswered(_ outcome: PolicyOutcome, now: UInt64) {
+        if outcome == .denied { deniedAt = now }
+    }
+
+    /// `decision`, unless it would ask a person while the cooldown after a
+    /// Deny runs or prompts-per-minute were shown in the last minute: then a
+    /// refusal that shows nothing. The cooldown is checked first: it is the
+    /// person's own answer.
+    private mutating func limitPrompts(_ decision: PolicyDecision, now: UInt64) -> PolicyDecision {
+        guard case .ask = decision.action else { return decision }
+        let cooldown = UInt64(settings.denyCooldownSeconds) * 1000
+        if let deniedAt, now - deniedAt < cooldown {
+            return PolicyDecision(
+                action: .refuse,
+                path: .cooldown,
+                reason: "\(decision.reason); refused without a prompt: a prompt was denied "
+                    + "\(Self.seconds(now - deniedAt)) ago (deny-cooldown-seconds = \(settings.denyCooldownSeconds))"
+            )
+        }
+        if promptTimes.count >= settings.promptsPerMinute {
+            return PolicyDecision(
+                action: .refuse,
+                path: .rateLimit,
+                reason: "\(decision.reason); refused without a prompt: \(promptTimes.count) "
+                    + "prompt\(promptTimes.count == 1 ? "" : "s") in the last minute "
+                    + "(prompts-per-minute = \(settings.promptsPerMinute))"
+            )
+        }
+        promptTimes.append(now)
+        return decision
+    }
+
+    private mutating func decideAll(
         _ request: PolicyRequest,
         mode: PresenceMode,
         facts: PolicyFacts?,
@@ -386,6 +463,7 @@ public struct PolicyEngine: Sendable {
     }
 
     private mutating func prune(now: UInt64) {
+        promptTimes.removeAll { now - $0 >= Self.minuteMilliseconds }
         signals = signals.filter { $0.value.expiresAt + Self.expiredSignalMemoryMilliseconds > now }
         for (rp, times) in conditionalTimes {
             let kept = times.filter { now - $0 < Self.hourMilliseconds }

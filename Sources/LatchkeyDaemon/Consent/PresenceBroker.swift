@@ -6,32 +6,70 @@
 // which ends the wait). Every decision is recorded with its reason. A key's
 // queued CI overrides of the presence stage (approve, deny, timeout,
 // uv-false) answer before the policy does, and every request and answer is
-// published on the event bus.
+// published on the event bus. A prompt names the transport and, where the
+// transport knows it, the requesting process (`Requester.current`), in the
+// pending list, the presence.requested and presence.pending events and the
+// notification (PromptText in LatchkeyNotifications).
 
 import CTAP
 import Foundation
+import LatchkeyNotifications
 import Logging
 import Synchronization
 
-/// A request waiting for a person, as the control API shows it.
+/// A request waiting for a person, as the control API shows it: the
+/// prompt's facts (id, key, operation, site, user, transport, requester;
+/// `PromptFacts`) and its times, one flat JSON object.
+@dynamicMemberLookup
 public struct PendingPresence: Sendable, Equatable, Codable {
-    /// The request's id ("p-1", "p-2", …), unique in this daemon's lifetime.
-    public var id: String
-    /// The key's name.
-    public var key: String
-    /// The operation (`PresenceRequest.Operation` raw value).
-    public var operation: String
-    /// The relying party, when known.
-    public var rpId: String?
-    /// The user name, when known.
-    public var userName: String?
-    /// The platform asked for built-in user verification: approving grants it
-    /// when the key's policy lets a person do so.
-    public var userVerification: Bool
+    /// What the prompt says; its id ("p-1", "p-2", …) is unique in this daemon's lifetime.
+    public var prompt: PromptFacts
+    /// Who shows it as a desktop notification.
+    public var notification: PromptNotification
     /// How long it has waited, in milliseconds.
     public var ageMs: Int
     /// How long until it times out, in milliseconds.
     public var expiresInMs: Int
+
+    public subscript<Value>(dynamicMember path: KeyPath<PromptFacts, Value>) -> Value { prompt[keyPath: path] }
+
+    private enum CodingKeys: String, CodingKey {
+        case notification, ageMs, expiresInMs
+    }
+
+    public init(prompt: PromptFacts, notification: PromptNotification, ageMs: Int, expiresInMs: Int) {
+        self.prompt = prompt
+        self.notification = notification
+        self.ageMs = ageMs
+        self.expiresInMs = expiresInMs
+    }
+
+    public init(from decoder: any Decoder) throws {
+        prompt = try PromptFacts(from: decoder)
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        notification = try container.decode(PromptNotification.self, forKey: .notification)
+        ageMs = try container.decode(Int.self, forKey: .ageMs)
+        expiresInMs = try container.decode(Int.self, forKey: .expiresInMs)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        try prompt.encode(to: encoder)
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(notification, forKey: .notification)
+        try container.encode(ageMs, forKey: .ageMs)
+        try container.encode(expiresInMs, forKey: .expiresInMs)
+    }
+}
+
+/// Who shows a prompt as a desktop notification (docs/prompts.md).
+public enum PromptNotification: String, Sendable, Codable {
+    /// latchkeyd itself, on its own session bus: the key belongs to the
+    /// daemon's user (the user unit).
+    case latchkeyd
+    /// The owner's prompt agent (`latchkeyctl agent`), if one runs.
+    case agent
+    /// Nobody: the key's policy has `notifications = false`.
+    case off
 }
 
 /// The daemon-wide list of pending requests, so that ids are unique across
@@ -40,7 +78,8 @@ public final class PresenceBoard: Sendable {
     struct Entry {
         var id: String
         var key: String
-        var request: PresenceRequest
+        var facts: PromptFacts
+        var notification: PromptNotification
         var created: ContinuousClock.Instant
         var deadline: ContinuousClock.Instant
         var continuation: CheckedContinuation<PresenceAnswer, Never>
@@ -71,12 +110,8 @@ public final class PresenceBoard: Sendable {
         return state.withLock { state in
             state.entries.map { entry in
                 PendingPresence(
-                    id: entry.id,
-                    key: entry.key,
-                    operation: entry.request.operation.rawValue,
-                    rpId: entry.request.rpId,
-                    userName: entry.request.userName,
-                    userVerification: entry.request.userVerification,
+                    prompt: entry.facts,
+                    notification: entry.notification,
                     ageMs: milliseconds(entry.created.duration(to: now)),
                     expiresInMs: max(0, milliseconds(now.duration(to: entry.deadline)))
                 )
@@ -112,14 +147,18 @@ public final class PresenceBoard: Sendable {
         }
     }
 
-    /// Waits for an answer to `request` for at most `timeout`.
+    /// Waits for an answer to the prompt `facts` for at most `timeout`;
+    /// `announce` runs once the request is on the board, where an answer
+    /// finds it (so that a notification or event it sends cannot be
+    /// answered too early).
     func wait(
-        id: String,
-        key: String,
-        request: PresenceRequest,
+        facts: PromptFacts,
+        notification: PromptNotification,
         timeout: Duration,
-        logger: Logger
+        logger: Logger,
+        announce: @Sendable () -> Void
     ) async -> PresenceAnswer {
+        let id = facts.id
         if Task.isCancelled { return PresenceAnswer(outcome: .cancelled, by: "the host (CTAPHID_CANCEL)") }
         let timer = Task {
             try? await Task.sleep(for: timeout)
@@ -135,8 +174,9 @@ public final class PresenceBoard: Sendable {
                     state.entries.append(
                         Entry(
                             id: id,
-                            key: key,
-                            request: request,
+                            key: facts.key,
+                            facts: facts,
+                            notification: notification,
                             created: now,
                             deadline: now + timeout,
                             continuation: continuation
@@ -146,10 +186,12 @@ public final class PresenceBoard: Sendable {
                 logger.notice(
                     "presence requested; approve or deny with latchkeyctl",
                     metadata: [
-                        "request": "\(id)", "operation": "\(request.operation.rawValue)",
-                        "rp": "\(request.rpId ?? "-")",
+                        "request": "\(id)", "operation": "\(facts.operation)", "rp": "\(facts.rpId ?? "-")",
+                        "transport": "\(facts.transport ?? "-")",
+                        "uid": "\(facts.requesterUid.map(String.init) ?? "-")",
                     ]
                 )
+                announce()
                 // A cancellation that raced ahead of the append must still end the wait.
                 if Task.isCancelled { self.answer(id, .cancelled, by: "the host (CTAPHID_CANCEL)") }
             }
@@ -190,8 +232,6 @@ public struct KeyFacts: Sendable {
     }
 }
 
-/// One key's presence decisions: its mode, its timeout, its policy, the
-/// board for prompts and the record of what it decided.
 /// A makeCredential the policy approved conditionally, until the engine's
 /// event for its credential arrives.
 struct ConditionalApproval: Sendable {
@@ -201,6 +241,8 @@ struct ConditionalApproval: Sendable {
     var decision: Int
 }
 
+/// One key's presence decisions: its mode, its timeout, its policy, the
+/// board for prompts and the record of what it decided.
 public final class PresenceBroker: UserPresence {
     /// The key's mode and prompt timeout.
     public struct Settings: Sendable, Equatable {
@@ -209,6 +251,10 @@ public final class PresenceBroker: UserPresence {
     }
 
     let key: String
+    /// The key's owner (nil: the daemon's own user): the daemon's own
+    /// notifications answer as the daemon's user, so they show only the
+    /// prompts that user may answer (Keys/Access.swift, tier `answer`).
+    let owner: UInt32?
     let board: PresenceBoard
     let logger: Logger
     /// The last decisions, for `GET /v1/keys/{name}/policy/decisions`.
@@ -228,9 +274,13 @@ public final class PresenceBroker: UserPresence {
     /// Where presence.requested, presence.answered and override.applied go.
     let eventBus: EventBus?
     private let userVerified = Mutex(true)
+    /// The path of the last decision, so that a run of refusals without a
+    /// prompt is logged at notice once.
+    private let lastPath = Mutex<PolicyPath?>(nil)
 
     init(
         key: String,
+        owner: UInt32? = nil,
         mode: PresenceMode,
         timeoutSeconds: Int,
         board: PresenceBoard,
@@ -246,6 +296,7 @@ public final class PresenceBroker: UserPresence {
         self.overrides = overrides
         self.eventBus = eventBus
         self.key = key
+        self.owner = owner
         self.board = board
         self.logger = logger
         self.settings = Mutex(Settings(mode: mode, timeoutSeconds: timeoutSeconds))
@@ -339,8 +390,12 @@ public final class PresenceBroker: UserPresence {
         let started = ContinuousClock.now
         let time = RFC3339.now()
         let request = presenceRequest
+        let requester = Requester.current
         let settings = current
-        eventBus?.publish(.presenceRequested, key: key, Self.eventFields(request))
+        eventBus?.publish(
+            .presenceRequested, key: key,
+            Self.promptFields(PromptFacts(request, id: "", key: key, requester: requester))
+        )
         let operation = Self.overrideOperation(request.operation)
         // uv-false waits for a request that asks for user verification.
         let override = overrides.take(.presence, operation: operation) {
@@ -355,32 +410,38 @@ public final class PresenceBroker: UserPresence {
 
         var outcome: PolicyOutcome
         var reason = decision.reason
+        var promptId: String?
         switch decision.action {
         case .grant(let granted):
             outcome = granted
         case .refuse:
             outcome = .denied
         case .ask(let grantsUserVerification):
-            let id = board.nextID()
-            let notify = policySettings.notifications ? board.notifier : nil
-            notify?.show(
-                requestId: id,
-                summary: Self.summary(request),
-                body: Self.body(request, key: key, id: id),
-                actions: true,
-                timeoutMilliseconds: settings.timeoutSeconds * 1000
-            )
+            let facts = PromptFacts(request, id: board.nextID(), key: key, requester: requester)
+            let (notification, notifier) = notification()
+            let timeoutMilliseconds = settings.timeoutSeconds * 1000
             let answer = await board.wait(
-                id: id,
-                key: key,
-                request: presenceRequest,
+                facts: facts,
+                notification: notification,
                 timeout: .seconds(settings.timeoutSeconds),
                 logger: logger
-            )
-            notify?.withdraw(requestId: id)
+            ) { [eventBus, key] in
+                notifier?.show(
+                    requestId: facts.id, text: PromptText(prompt: facts), actions: true,
+                    timeoutMilliseconds: timeoutMilliseconds
+                )
+                eventBus?.publish(
+                    .presencePending, key: key,
+                    Self.pendingFields(facts, notification: notification, expiresInMs: timeoutMilliseconds)
+                )
+            }
+            notifier?.withdraw(requestId: facts.id)
+            let now = clock.milliseconds
+            policy.withLock { $0.promptAnswered(PolicyOutcome(answer.outcome), now: now) }
             outcome = PolicyOutcome(answer.outcome)
             if outcome == .approved && grantsUserVerification { outcome = .verified }
-            reason += "; \(Self.verb(answer.outcome)) by \(answer.by) (\(id))"
+            reason += "; \(Self.verb(answer.outcome)) by \(answer.by) (\(facts.id))"
+            promptId = facts.id
         }
         if outcome == .verified && !isUserVerified {
             outcome = .approved
@@ -401,12 +462,19 @@ public final class PresenceBroker: UserPresence {
                 durationMs: milliseconds(started.duration(to: .now))
             )
         )
-        logger.info(
+        // A refusal without a prompt is worth the journal's notice (someone
+        // keeps asking), once per run of them rather than once per request.
+        let level: Logger.Level =
+            decision.path.refusesWithoutPrompt && lastPath.withLock({ $0 }) != decision.path ? .notice : .info
+        lastPath.withLock { $0 = decision.path }
+        logger.log(
+            level: level,
             "presence \(outcome.rawValue)",
             metadata: [
                 "operation": "\(request.operation.rawValue)", "rp": "\(request.rpId ?? "-")",
                 "mode": "\(settings.mode.rawValue)", "path": "\(decision.path.rawValue)", "reason": "\(reason)",
-                "decision": "\(record.id)",
+                "decision": "\(record.id)", "transport": "\(requester?.transport.rawValue ?? "-")",
+                "uid": "\(requester?.caller.map { String($0.uid) } ?? "-")",
             ]
         )
         var decisionFields = [
@@ -416,7 +484,7 @@ public final class PresenceBroker: UserPresence {
         decisionFields["rpId"] = record.rpId
         decisionFields["userName"] = record.userName
         events.withLock { $0 }.publish(PolicyEvent(type: "policy.decision", key: key, fields: decisionFields))
-        publishAnswer(request, outcome: outcome, override: override, operation: operation)
+        publishAnswer(request, outcome: outcome, override: override, operation: operation, promptId: promptId)
         // The engine makes the credential once presence returns; its
         // credential.created event then carries this decision (see
         // conditionalCreation). Any other decision ends an approval that
@@ -469,11 +537,11 @@ public final class PresenceBroker: UserPresence {
             return approval
         }
         guard let pending else { return nil }
-        if policySettings.notifications {
-            board.notifier?.show(
+        let (shown, notifier) = notification()
+        if shown == .latchkeyd {
+            notifier?.show(
                 requestId: "c-\(key)-\(pending.decision)",
-                summary: "Passkey created",
-                body: "latchkey key \(key) created a passkey for \(pending.userName) at \(pending.rpId) after its password was used.",
+                text: PromptText(conditionalRegistration: key, rpId: pending.rpId, userName: pending.userName),
                 actions: false,
                 timeoutMilliseconds: 10_000
             )
@@ -496,16 +564,31 @@ public final class PresenceBroker: UserPresence {
         return PolicyDecision(action: action, path: .override, reason: "override \(override.rawValue)")
     }
 
-    /// presence.answered (and override.applied) on the event bus.
+    /// Who shows this key's prompts as desktop notifications, and the
+    /// daemon's notifier when it is latchkeyd: only for a key whose prompts
+    /// the daemon's own user may answer (its session bus is that user's),
+    /// and only while a session bus and gdbus are there.
+    private func notification() -> (PromptNotification, DesktopNotifier?) {
+        guard policySettings.notifications else { return (.off, nil) }
+        guard let notifier = board.notifier,
+            AccessRules.allows(.answer, caller: .daemon, owner: owner ?? Caller.daemon.uid), notifier.isAvailable
+        else { return (.agent, nil) }
+        return (.latchkeyd, notifier)
+    }
+
+    /// presence.answered (and override.applied) on the event bus; `promptId`
+    /// names the prompt that was answered, when there was one.
     private func publishAnswer(
         _ request: PolicyRequest,
         outcome: PolicyOutcome,
         override: OverrideAction?,
-        operation: OverrideOperation
+        operation: OverrideOperation,
+        promptId: String?
     ) {
         guard let eventBus else { return }
-        var fields = Self.eventFields(request)
+        var fields = Self.promptFields(PromptFacts(request, id: promptId ?? "", key: key, requester: nil))
         fields["outcome"] = .string(outcome.rawValue)
+        if let promptId { fields["request"] = .string(promptId) }
         if let override {
             fields["override"] = .string(override.rawValue)
             eventBus.publish(
@@ -516,13 +599,40 @@ public final class PresenceBroker: UserPresence {
         eventBus.publish(.presenceAnswered, key: key, fields)
     }
 
-    /// What presence.requested and presence.answered say about the request.
-    static func eventFields(_ request: PolicyRequest) -> [String: EventValue] {
-        var fields: [String: EventValue] = ["operation": .string(request.operation.rawValue)]
-        if let rpId = request.rpId { fields["rpId"] = .string(rpId) }
-        if let userName = request.userName { fields["userName"] = .string(userName) }
-        if request.userVerification { fields["userVerification"] = .bool(true) }
+    /// What presence.requested, presence.pending and presence.answered say
+    /// about a request: its operation, site and user, and (presence.requested
+    /// and presence.pending) the transport and requester a transport bound.
+    static func promptFields(_ facts: PromptFacts) -> [String: EventValue] {
+        var fields: [String: EventValue] = [
+            "operation": .string(facts.operation), "userVerification": .bool(facts.userVerification),
+        ]
+        fields["rpId"] = facts.rpId.map { .string($0) }
+        fields["rpIdHash"] = facts.rpIdHash.map { .string($0) }
+        fields["userName"] = facts.userName.map { .string($0) }
+        fields["userDisplayName"] = facts.userDisplayName.map { .string($0) }
+        fields["transport"] = facts.transport.map { .string($0) }
+        fields["requesterUid"] = facts.requesterUid.map { .int(Int($0)) }
+        fields["requesterUser"] = facts.requesterUser.map { .string($0) }
+        fields["requesterPid"] = facts.requesterPid.map { .int(Int($0)) }
+        fields["requesterExecutable"] = facts.requesterExecutable.map { .string($0) }
+        fields["requesterAddress"] = facts.requesterAddress.map { .string($0) }
         return fields
+    }
+
+    /// presence.pending: the prompt's facts (the fields of its entry in
+    /// GET /v1/presence/pending), who shows it and when it expires.
+    static func pendingFields(
+        _ facts: PromptFacts,
+        notification: PromptNotification,
+        expiresInMs: Int
+    ) -> [String: EventValue] {
+        promptFields(facts).merging(
+            [
+                "request": .string(facts.id), "notification": .string(notification.rawValue),
+                "expiresInMs": .int(expiresInMs),
+            ],
+            uniquingKeysWith: { $1 }
+        )
     }
 
     /// The override operation a presence request belongs to.
@@ -545,25 +655,28 @@ public final class PresenceBroker: UserPresence {
         case .cancelled: "withdrawn"
         }
     }
+}
 
-    static func summary(_ request: PolicyRequest) -> String {
-        let site = request.rpId ?? "a site"
-        switch request.operation {
-        case .makeCredential: return "Create a passkey for \(site)?"
-        case .getAssertion: return "Sign in to \(site)?"
-        case .excludedCredential: return "Confirm the security key for \(site)?"
-        case .reset: return "Reset the security key? Every passkey is erased"
-        case .userVerificationToken:
-            return "Verify yourself to the security key\(request.rpId.map { " for \($0)" } ?? "")?"
-        default: return "Use the security key?"
-        }
-    }
-
-    static func body(_ request: PolicyRequest, key: String, id: String) -> String {
-        var text = "Key \(key), operation \(request.operation.rawValue)"
-        if let userName = request.userName { text += ", user \(userName)" }
-        if request.userVerification { text += ", with user verification" }
-        return text + " (\(id)). Or answer with latchkeyctl approve|deny \(id)."
+extension PromptFacts {
+    /// The prompt for `request` of `key`, asked by `requester` (nil: no
+    /// transport named one).
+    init(_ request: PresenceRequest, id: String, key: String, requester: Requester?) {
+        self.init(
+            id: id,
+            key: key,
+            operation: request.operation.rawValue,
+            rpId: request.rpId,
+            rpIdHash: request.rpIdHash.map { $0.map { String(format: "%02x", $0) }.joined() },
+            userName: request.userName,
+            userDisplayName: request.userDisplayName,
+            userVerification: request.userVerification,
+            transport: requester?.transport.rawValue,
+            requesterUid: requester?.caller?.uid,
+            requesterUser: requester?.caller.flatMap { AccountNames.name(of: $0.uid) },
+            requesterPid: requester?.caller?.pid,
+            requesterExecutable: requester?.executable,
+            requesterAddress: requester?.address
+        )
     }
 }
 

@@ -24,6 +24,8 @@ struct PolicyDocument: Codable, Sendable, Equatable {
     var denyRpIds: [String]
     var requirePin: Bool
     var rateLimitPerHour: Int
+    var promptsPerMinute: Int
+    var denyCooldownSeconds: Int
     /// The password-used windows open now.
     var openSignals: [Signal]
 
@@ -40,6 +42,8 @@ struct PolicyDocument: Codable, Sendable, Equatable {
         denyRpIds = settings.denyRpIds
         requirePin = settings.requirePin
         rateLimitPerHour = settings.rateLimitPerHour
+        promptsPerMinute = settings.promptsPerMinute
+        denyCooldownSeconds = settings.denyCooldownSeconds
         openSignals = broker.openSignals().map {
             Signal(rpId: $0.rpId, userName: $0.userName, expiresInMs: Int($0.expiresAt > now ? $0.expiresAt - now : 0))
         }

@@ -31,7 +31,11 @@ public struct EventName: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let credentialUpdated = EventName(rawValue: "credential.updated")
     /// An operation asked for user presence (or verification).
     public static let presenceRequested = EventName(rawValue: "presence.requested")
-    /// A presence request was answered: `outcome` says how.
+    /// A presence request waits for a person: `request` is its id for
+    /// approve/deny, with the prompt's facts (Consent/PresenceBroker.swift).
+    public static let presencePending = EventName(rawValue: "presence.pending")
+    /// A presence request was answered: `outcome` says how; `request` names
+    /// the prompt when one was shown.
     public static let presenceAnswered = EventName(rawValue: "presence.answered")
     /// The policy decided an operation (conditional registration); `reason` says why.
     public static let policyDecision = EventName(rawValue: "policy.decision")

@@ -65,7 +65,8 @@ public final class VirtualKey: Sendable {
         let identity = try Self.loadIdentity(store: store, aaguid: aaguid, logger: logger)
         let policy = configuration.policy.applied(to: defaults.policy)
         presence = PresenceBroker(
-            key: configuration.name.rawValue, mode: configuration.presence ?? defaults.presence,
+            key: configuration.name.rawValue, owner: configuration.owner,
+            mode: configuration.presence ?? defaults.presence,
             timeoutSeconds: defaults.presenceTimeoutSeconds, board: board, logger: logger,
             policy: policy, builtInUserVerification: policy.userVerification != .deny,
             overrides: overrides, eventBus: events

@@ -6,6 +6,7 @@
 import CTAP
 import Foundation
 import Glibc
+import LatchkeyNotifications
 import LatchkeyStore
 import Logging
 import ServiceLifecycle

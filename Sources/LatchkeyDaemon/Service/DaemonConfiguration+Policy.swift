@@ -17,6 +17,8 @@ extension TableReader {
         overrides.denyRpIds = try strings("deny-rp-ids")
         overrides.requirePin = try bool("require-pin")
         overrides.rateLimitPerHour = try int("rate-limit-per-hour")
+        overrides.promptsPerMinute = try int("prompts-per-minute")
+        overrides.denyCooldownSeconds = try int("deny-cooldown-seconds")
         try finish()
         return overrides
     }

@@ -232,6 +232,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
         # deny-rp-ids = []                   # RPs never registered conditionally; wins over allow-rp-ids
         # require-pin = false                # conditional registration only once the key has a PIN
         # rate-limit-per-hour = 3            # conditional registrations per RP in any hour
+        # prompts-per-minute = 10            # prompts a key shows in any minute; more are refused without one
+        # deny-cooldown-seconds = 10         # after a Deny, requests are refused without a prompt this long (0: off)
 
         # One [[keys]] table per virtual key; without any, one key named "default".
         # [[keys]]

@@ -72,8 +72,13 @@ struct EventStreamReader {
 
     /// Sends GET `path` and calls `handle` with each event's name and data
     /// until it returns false or the stream ends (the daemon closing it,
-    /// even inside a chunk, ends it too).
-    func follow(_ path: String, handle: (String, String) -> Bool) async throws(CtlError) {
+    /// even inside a chunk, ends it too). `opened` runs once the daemon
+    /// accepted the stream: from then on no event is missed.
+    func follow(
+        _ path: String,
+        opened: () -> Void = {},
+        handle: (String, String) -> Bool
+    ) async throws(CtlError) {
         let socketPath = client.socket.path
         var parser = ServerSentEventParser()
         var reading = false
@@ -90,6 +95,7 @@ struct EventStreamReader {
                     )
                 }
                 reading = true
+                opened()
                 for try await piece in body {
                     for event in parser.feed(piece) where !handle(event.name, event.data) { return }
                 }

@@ -6,30 +6,30 @@
 // ActionInvoked and NotificationClosed; a request that ends another way
 // (latchkeyctl, timeout, CTAPHID_CANCEL) closes its notification. Without a
 // session bus, gdbus or a server, this logs once and does nothing: the
-// control API and `latchkeyctl watch` still answer prompts.
+// control API and `latchkeyctl watch` still answer prompts. latchkeyd uses it
+// for the prompts of its own user's keys, `latchkeyctl agent` for its user's
+// (docs/prompts.md); the text comes from PromptText.swift.
 
 import Foundation
 import Glibc
-import Logging
+public import Logging
 import Synchronization
 
 /// Shows and withdraws notifications; calls `onAction` with the request id
 /// and "allow" or "deny" when a person clicks one.
-final class DesktopNotifier: Sendable {
-    typealias ActionHandler = @Sendable (_ requestId: String, _ action: String) -> Void
+public final class DesktopNotifier: Sendable {
+    public typealias ActionHandler = @Sendable (_ requestId: String, _ action: String) -> Void
 
     static let bus = "org.freedesktop.Notifications"
     static let objectPath = "/org/freedesktop/Notifications"
     /// Printed by the monitor's wrapper when `gdbus monitor` ends, so that it is restarted.
-    static let monitorEnded = "latchkeyd: monitor ended"
+    static let monitorEnded = "latchkey: monitor ended"
 
     private struct State {
         var onAction: ActionHandler?
         /// notification id ↔ request id, for notifications still shown.
         var byNotification: [UInt32: String] = [:]
         var byRequest: [String: UInt32] = [:]
-        /// Requests that ended before their Notify call returned: closed once it does.
-        var withdrawnEarly: Set<String> = []
         /// Clicks seen before their Notify call returned (the monitor can be
         /// faster than gdbus call's exit): applied once it does.
         var earlyActions: [UInt32: String] = [:]
@@ -38,6 +38,9 @@ final class DesktopNotifier: Sendable {
         var monitorPid: pid_t?
         var reportedUnavailable = false
         var reportedFailure = false
+        /// Whether the server renders body markup (GetCapabilities'
+        /// body-markup), asked once per monitor; without it bodies go as plain text.
+        var bodyMarkup = true
     }
 
     private let gdbus: String?
@@ -46,9 +49,11 @@ final class DesktopNotifier: Sendable {
     private let state = Mutex(State())
     /// gdbus calls run here, in order (a Close never overtakes its Notify),
     /// off Swift's cooperative threads, which a slow bus must not block.
-    private let queue = DispatchQueue(label: "latchkeyd.notifications")
+    private let queue = DispatchQueue(label: "latchkey.notifications")
 
-    init(environment: [String: String] = ProcessInfo.processInfo.environment, logger: Logger) {
+    /// A notifier for the session bus `environment` names (nil: this process's).
+    public init(environment: [String: String]? = nil, logger: Logger) {
+        let environment = environment ?? ProcessInfo.processInfo.environment
         self.logger = logger
         gdbus = Self.find("gdbus", path: environment["PATH"] ?? "/usr/bin:/bin")
         // gdbus finds the bus through DBUS_SESSION_BUS_ADDRESS, else $XDG_RUNTIME_DIR/bus.
@@ -57,23 +62,36 @@ final class DesktopNotifier: Sendable {
             ?? environment["XDG_RUNTIME_DIR"].map { FileManager.default.fileExists(atPath: "\($0)/bus") } ?? false
     }
 
-    func setActionHandler(_ handler: @escaping ActionHandler) {
+    public func setActionHandler(_ handler: @escaping ActionHandler) {
         state.withLock { $0.onAction = handler }
     }
 
-    /// Shows a notification for the pending request `requestId`, with Allow
-    /// and Deny actions when `actions`.
-    func show(requestId: String, summary: String, body: String, actions: Bool, timeoutMilliseconds: Int) {
+    /// Whether notifications can be shown at all: gdbus is on PATH and a
+    /// session bus is named (else this logs once why not).
+    public var isAvailable: Bool { available() != nil }
+
+    /// Why notifications cannot be shown here, or nil when they can; logs nothing.
+    public var unavailableReason: String? {
+        if gdbus == nil { return "no gdbus on PATH" }
+        if !hasSessionBus { return "no session D-Bus" }
+        return nil
+    }
+
+    /// Shows `text` for the pending request `requestId`, with Allow and Deny
+    /// actions when `actions`.
+    public func show(requestId: String, text: PromptText, actions: Bool, timeoutMilliseconds: Int) {
         guard let gdbus = available() else { return }
         queue.async { [self] in
             ensureMonitor(gdbus)
             let actionList = actions ? "@as ['allow', 'Allow', 'deny', 'Deny']" : "@as []"
+            let markup = state.withLock { $0.bodyMarkup }
+            let body = markup ? text.body : PromptSanitizer.unescape(text.body)
             let result = run(
                 gdbus,
                 Self.call + [
                     "--method", "\(Self.bus).Notify",
                     Self.literal("latchkey"), "uint32 0", Self.literal("security-high"),
-                    Self.literal(summary), Self.literal(body), actionList,
+                    Self.literal(text.summary), Self.literal(body), actionList,
                     "@a{sv} {'urgency': <byte \(actions ? 2 : 1)>, 'category': <'device'>}",
                     "int32 \(timeoutMilliseconds)",
                 ]
@@ -83,14 +101,12 @@ final class DesktopNotifier: Sendable {
                 return
             }
             guard actions else { return }
-            let (closeNow, early, handler) = state.withLock { state -> (Bool, String?, ActionHandler?) in
-                if state.withdrawnEarly.remove(requestId) != nil { return (true, nil, nil) }
-                if let action = state.earlyActions.removeValue(forKey: id) { return (false, action, state.onAction) }
+            let (early, handler) = state.withLock { state -> (String?, ActionHandler?) in
+                if let action = state.earlyActions.removeValue(forKey: id) { return (action, state.onAction) }
                 state.byNotification[id] = requestId
                 state.byRequest[requestId] = id
-                return (false, nil, nil)
+                return (nil, nil)
             }
-            if closeNow { close(gdbus, id) }
             if let early, let handler {
                 logger.info("notification answered", metadata: ["request": "\(requestId)", "action": "\(early)"])
                 handler(requestId, early)
@@ -100,15 +116,13 @@ final class DesktopNotifier: Sendable {
     }
 
     /// The request ended (answered, timed out, cancelled): its notification goes.
-    func withdraw(requestId: String) {
+    public func withdraw(requestId: String) {
         guard let gdbus = available() else { return }
         queue.async { [self] in
             let id = state.withLock { state -> UInt32? in
-                guard let id = state.byRequest.removeValue(forKey: requestId) else {
-                    // Its Notify is still queued (or failed): remember, so it closes once shown.
-                    state.withdrawnEarly.insert(requestId)
-                    return nil
-                }
+                // This runs on the queue after its show did: without an id here the
+                // request has no notification (Notify failed, or the server closed it).
+                guard let id = state.byRequest.removeValue(forKey: requestId) else { return nil }
                 state.byNotification[id] = nil
                 return id
             }
@@ -119,7 +133,9 @@ final class DesktopNotifier: Sendable {
     /// Ends the monitor (daemon shutdown). SIGKILL, because the children
     /// inherit the daemon's blocked signal mask (its signal handling blocks
     /// SIGTERM; Process does not reset the mask), so SIGTERM would wait forever.
-    func shutdown() {
+    public func shutdown() {
+        // Let the queued calls (a Close for each withdrawn prompt) finish first.
+        queue.sync {}
         let (monitor, gdbusPid) = state.withLock { state in
             defer {
                 state.monitor = nil
@@ -141,15 +157,17 @@ final class DesktopNotifier: Sendable {
 
     /// gdbus's path, or nil (logged once) when notifications cannot work here.
     private func available() -> String? {
-        if let gdbus, hasSessionBus { return gdbus }
+        guard let reason = unavailableReason else { return gdbus }
         let first = state.withLock { state in
             defer { state.reportedUnavailable = true }
             return !state.reportedUnavailable
         }
         if first {
             logger.info(
-                "desktop notifications are off: \(gdbus == nil ? "no gdbus on PATH" : "no session D-Bus")",
-                metadata: ["hint": "answer prompts with latchkeyctl approve|deny|watch"]
+                "desktop notifications are off: \(reason)",
+                metadata: [
+                    "hint": "answer prompts with latchkeyctl agent (in a desktop session), watch or approve|deny"
+                ]
             )
         }
         return nil
@@ -171,6 +189,17 @@ final class DesktopNotifier: Sendable {
         _ = run(gdbus, Self.call + ["--method", "\(Self.bus).CloseNotification", "uint32 \(id)"])
     }
 
+    /// Asks the server whether it renders body markup; a server that does
+    /// not would show the entities PromptText writes, so it gets plain text.
+    /// A server that does not answer keeps markup (the specification's
+    /// servers mostly render it; escaped text is safe either way).
+    private func askCapabilities(_ gdbus: String) {
+        guard let answer = run(gdbus, Self.call + ["--method", "\(Self.bus).GetCapabilities"]) else { return }
+        let markup = Self.parseCapabilities(answer).contains("body-markup")
+        state.withLock { $0.bodyMarkup = markup }
+        logger.debug("notification server capabilities", metadata: ["body-markup": "\(markup)"])
+    }
+
     /// Starts `gdbus monitor` unless it runs, and waits (a little) until it
     /// listens, so that a click right after Notify is not missed.
     private func ensureMonitor(_ gdbus: String) {
@@ -189,6 +218,7 @@ final class DesktopNotifier: Sendable {
             return
         }
         state.withLock { $0.monitor = process }
+        askCapabilities(gdbus)
         let listening = DispatchSemaphore(value: 0)
         let reader = output.fileHandleForReading
         let thread = Thread { [self] in
@@ -210,16 +240,17 @@ final class DesktopNotifier: Sendable {
             }
             if linesBeforeListening > 0 { listening.signal() }
         }
-        thread.name = "latchkeyd gdbus monitor"
+        thread.name = "latchkey gdbus monitor"
         thread.start()
         _ = listening.wait(timeout: .now() + 2)
     }
 
     /// The wrapper: gdbus ($0) monitors in the background; the shell prints
     /// its pid (so that shutdown can SIGKILL it) and checks every second that
-    /// both it and latchkeyd still live: once latchkeyd is gone (even killed
-    /// with SIGKILL) it ends gdbus, which would outlive even its bus. When
-    /// gdbus ends, $1 is printed so that latchkeyd starts another. No `wait`
+    /// both it and its parent (latchkeyd, latchkeyctl agent) still live: once
+    /// the parent is gone (even killed with SIGKILL) it ends gdbus, which
+    /// would outlive even its bus. When gdbus ends, $1 is printed so that the
+    /// parent starts another. No `wait`
     /// builtin and no SIGTERM: both need signals the inherited mask blocks.
     static let monitorScript = """
         "$0" monitor --session --dest \(bus) --object-path \(objectPath) </dev/null &
@@ -295,6 +326,12 @@ final class DesktopNotifier: Sendable {
         return nil
     }
 
+    /// The names in GetCapabilities' answer, `(['actions', 'body'],)`.
+    static func parseCapabilities(_ output: String) -> [String] {
+        output.split(separator: "'", omittingEmptySubsequences: false).enumerated()
+            .filter { $0.offset % 2 == 1 }.map { String($0.element) }
+    }
+
     /// The id in Notify's answer, `(uint32 7,)`.
     static func parseNotificationId(_ output: String) -> UInt32? {
         let text = output.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -302,14 +339,16 @@ final class DesktopNotifier: Sendable {
         return UInt32(text.dropFirst("(uint32 ".count).dropLast(2))
     }
 
-    /// A GVariant string literal: quoted, backslashes and quotes escaped,
-    /// control characters dropped (a user name is the RP's text, not ours).
+    /// A GVariant string literal: quoted, backslashes and quotes escaped, a
+    /// line break as `\n`, other control characters made spaces (PromptText
+    /// took them out of whatever a requester chose already).
     static func literal(_ text: String) -> String {
         var out = "'"
         for scalar in text.unicodeScalars {
             switch scalar {
             case "\\": out += "\\\\"
             case "'": out += "\\'"
+            case "\n": out += "\\n"
             case _ where scalar.value < 0x20 || scalar.value == 0x7F: out += " "
             default: out.unicodeScalars.append(scalar)
             }
