@@ -325,10 +325,11 @@ fi
 before=$(ls /dev/hidraw* 2> /dev/null)
 t=$(now)
 if timeout 30 usbip attach -r 127.0.0.1 -b 1-1 > "$W/log" 2>&1; then
-    for ((i = 0; i < 120 && -z "$USER_NODE"; i++)); do
+    for ((i = 0; i < 120; i++)); do
         for n in /dev/hidraw*; do
             [ -e "$n" ] && ! grep -qx "$n" <<< "$before" && USER_NODE=$n
         done
+        [ -n "$USER_NODE" ] && break
         sleep 0.25
     done
 fi
@@ -462,7 +463,7 @@ if [ -n "$ROOT_LISTED" ] && ! grep -Eq "^ *$BUSID: " "$W/bob-usbip-list" \
     && [ "$(json "$W/bob-devlist.json" 'a[0] not in d["busids"]' "$BUSID" 2> /dev/null)" = True ]; then
     ok "bob: usbip list -r 127.0.0.1 and OP_REQ_DEVLIST show nothing of alice's ($(json "$W/bob-devlist.json" 'd["busids"]'))"
 else
-    bad "bob: usbip list -r 127.0.0.1 and OP_REQ_DEVLIST show nothing of alice's (bus id ${BUSID:-unknown}${ROOT_LISTED:-; the list as root failed too})"
+    bad "bob: usbip list -r 127.0.0.1 and OP_REQ_DEVLIST show nothing of alice's (bus id ${BUSID:-unknown}$([ -n "$ROOT_LISTED" ] || echo "; the list as root failed too"))"
 fi
 as bob timeout 30 python3 "$HERE/desktop_peer.py" usbip-import 127.0.0.1 3240 "${BUSID:-1-1}" > "$W/bob-import.json" 2>&1
 IMPORT_REFUSED=0
@@ -545,7 +546,9 @@ pending_of() {  # USER: the ids of the pending requests USER is shown, one a lin
     ctl "$1" --json pending > "$W/pending-$1.json" 2> /dev/null && json "$W/pending-$1.json" '"\n".join(p["id"] for p in d)'
 }
 shown() { [ -s "/home/$1/dunst-shown.log" ]; }
-PENDING_ID= ALLOWED=
+# what dunst showed before (alice's user unit prompts through it too) is not the agent's
+for u in alice bob; do : > "/home/$u/dunst-shown.log"; rm -f "/home/$u/dunst-menu.log"; done
+PENDING_ID=
 if browser begin-get b-cred; then
     t=$(now)
     deadline=$(( $(date +%s) + 60 ))
@@ -585,14 +588,18 @@ if browser begin-get b-cred; then
         tr '\t' '|' < /home/bob/dunst-shown.log > "$W/log"
         bad "bob's agent (running) and dunst show nothing of alice's request"
     fi
-    if shown alice && as alice timeout 20 dunstctl context > "$W/log" 2>&1; then
-        ALLOWED=1
+    # Allow, through dunst's menu: only while the request waits for alice (bob's answer
+    # must not have ended it), and only what the menu command picked counts
+    if shown alice && pending_of alice | grep -qx "$PENDING_ID" \
+        && as alice timeout 20 dunstctl context > "$W/log" 2>&1 \
+        && wait_for 20 grep -q ',allow\]$' /home/alice/dunst-menu.log; then
         note "alice invoked Allow through dunst's menu: $(grep ',allow\]$' /home/alice/dunst-menu.log | head -n 1)"
         browser end-get b-cred 90 "alice's Allow on the notification completes the sign-in (Fido2Server verifies it)"
     else
-        bad "alice invokes the notification's Allow action (dunstctl context)"
+        bad "alice invokes the notification's Allow action (dunstctl context) while her request waits" \
+            "(pending for alice: $(pending_of alice | tr '\n' ' '))"
         [ -n "$PENDING_ID" ] && ctl alice deny "$PENDING_ID" > /dev/null 2>&1
-        browser end-get b-cred 20 "# the sign-in, ended without the agent"
+        browser end-get b-cred 20 "# the sign-in, not answered by alice's agent"
     fi
 fi
 note "alice's agent's journal:"
@@ -606,7 +613,9 @@ from cryptography.hazmat.primitives import serialization as s
 from cryptography.hazmat.primitives.asymmetric import ec
 open(sys.argv[1], "wb").write(ec.generate_private_key(ec.SECP256R1()).private_bytes(
     s.Encoding.DER, s.PrivateFormat.PKCS8, s.NoEncryption()))' "$AW/seed.der" > "$W/log" 2>&1
-ctl alice --json credentials add "$KEY" --rp-id example.org --private-key "$AW/seed.der" > "$W/seed.json" 2>> "$W/log"
+ctl alice --json credentials add "$KEY" --rp-id example.org --private-key "$AW/seed.der" \
+    --user-handle "$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')" --user-name alice@example.org \
+    > "$W/seed.json" 2>> "$W/log"
 CRED_ID=$(json "$W/seed.json" 'd.get("credentialId")' 2> /dev/null)
 if [ -n "$CRED_ID" ]; then ok "alice: latchkeyctl credentials add $KEY (a discoverable credential, $CRED_ID)"
 else cat "$W/seed.json" >> "$W/log"; bad "alice: latchkeyctl credentials add $KEY"; fi
