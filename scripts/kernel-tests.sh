@@ -45,6 +45,9 @@
 #      and bob, PAM sessions with systemd --user), alice's user unit over USB/IP,
 #      the system unit with alice's key and bob's attempts on it, the prompt agent
 #      and dunst (Tests/kernel/README.md).
+#      LATCHKEY_DEB=FILE (inside the repository): the package those two suites install,
+#      made already (with LATCHKEY_BIN_DIR, the binaries it holds): package-deb.sh is
+#      not run.
 #      LATCHKEY_KERNEL_ONLY="ctap21" runs only those groups of the base suite's
 #      checks (tools, python, faults, ctap21, channels; guest-checks.sh --only), for
 #      iterating.
@@ -103,7 +106,12 @@ package_deb() {
     DEB=$(cd "$(dirname "$DEB")" && pwd -P)/$(basename "$DEB")
     case "$DEB" in "$REPO"/*) ;; *) echo "kernel-tests: $DEB is outside the repository" >&2; exit 1 ;; esac
 }
-if [ "$SUITES" = deb ] && [ -z "${LATCHKEY_BIN_DIR:-}" ]; then
+if [ -n "${LATCHKEY_DEB:-}" ]; then
+    # a package made already (of the binaries in LATCHKEY_BIN_DIR): no package-deb.sh
+    DEB=$(cd "$(dirname "$LATCHKEY_DEB")" && pwd -P)/$(basename "$LATCHKEY_DEB")
+    case "$DEB" in "$REPO"/*) [ -f "$DEB" ] ;; *) false ;; esac \
+        || { echo "kernel-tests: LATCHKEY_DEB=$LATCHKEY_DEB: no such package inside $REPO" >&2; exit 2; }
+elif [ "$SUITES" = deb ] && [ -z "${LATCHKEY_BIN_DIR:-}" ]; then
     # only the deb suite: the release package, whose binaries serve; no debug build
     package_deb
     LATCHKEY_BIN_DIR=${LATCHKEY_DEB_BUILD_PATH:-.build-deb}/release
