@@ -94,6 +94,10 @@ v = eval(sys.argv[2], {}, {"d": d, "a": sys.argv[3:]})
 print("" if v is None else (json.dumps(v) if isinstance(v, (dict, list)) else v))' "$1" "$2"
 }
 
+error_of() {  # FILE FIELD: a field of the control API's error document ({"error": {code, message, rule}})
+    json "$1" '(d.get("error") or {}).get(a[0]) if isinstance(d, dict) else None' "$2" 2> /dev/null
+}
+
 # as USER CMD...: CMD as USER (uid, gid and groups from /etc/group, as a login has
 # them) in that user's session environment: runtime directory, session bus, display.
 # as_argv USER sets ASU to the argv prefix, for `"${ASU[@]}" CMD &`, whose $! is then
@@ -574,9 +578,9 @@ if browser begin-get b-cred; then
             bad "bob: latchkeyctl pending does not show alice's request (alice's does)"
         fi
         code=$(api bob POST "/v1/presence/pending/$PENDING_ID/approve")
-        if [ "$code" = 403 ] && [ "$(json "$W/api.body" 'd["code"]' 2> /dev/null)" = forbidden ]; then
+        if [ "$code" = 403 ] && [ "$(error_of "$W/api.body" code)" = forbidden ]; then
             REFUSED=$((REFUSED + 1))
-            ok "bob: approving alice's request is refused: 403 forbidden ($(json "$W/api.body" 'd.get("message")'))"
+            ok "bob: approving alice's request is refused: 403 forbidden, rule $(error_of "$W/api.body" rule)"
         else
             cp "$W/api.body" "$W/log"; bad "bob: approving alice's request is refused: 403 forbidden (HTTP $code)"
         fi
@@ -643,8 +647,8 @@ if [ "$code" = 200 ] && [ "$(wc -l < "$W/routes.txt")" -gt 10 ]; then
             GET) code=$(api bob "$method" "$path") ;;
             *) code=$(api bob "$method" "$path") ;;
         esac
-        c=$(json "$W/api.body" 'd.get("code")' 2> /dev/null)
-        echo "$code ${c:--} $method $path" >> "$W/walk.txt"
+        c=$(error_of "$W/api.body" code)
+        echo "$code ${c:--} $method $path $(error_of "$W/api.body" rule)" >> "$W/walk.txt"
         [ "$code" = 403 ] && [ "$c" = forbidden ] && REFUSED=$((REFUSED + 1))
     done < "$W/routes.txt"
     total=$(wc -l < "$W/walk.txt")
