@@ -91,7 +91,7 @@ json() {  # FILE EXPR [ARG...]: a value from a JSON document (EXPR over d, and a
     python3 -c 'import json, sys
 d = json.load(open(sys.argv[1]))
 v = eval(sys.argv[2], {}, {"d": d, "a": sys.argv[3:]})
-print("" if v is None else (json.dumps(v) if isinstance(v, (dict, list)) else v))' "$1" "$2"
+print("" if v is None else (json.dumps(v) if isinstance(v, (dict, list)) else v))' "$@"
 }
 
 error_of() {  # FILE FIELD: a field of the control API's error document ({"error": {code, message, rule}})
