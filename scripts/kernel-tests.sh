@@ -39,6 +39,15 @@
 #      the Swift runtime in the share as the other suites do: no release build in CI.
 #      Alone (LATCHKEY_KERNEL_SUITES=deb) it is the release package (a release build
 #      with the static Swift runtime, about 28 min on the shared machine the first time).
+#      VM 4, not in the default list yet (LATCHKEY_KERNEL_SUITES=desktop): the --chromium
+#      image + systemd, logind, dbus-user-session, dunst, Xvfb; systemd as PID 1 -
+#      Tests/kernel/desktop-checks.sh with the same package: two login users (alice
+#      and bob, PAM sessions with systemd --user), alice's user unit over USB/IP,
+#      the system unit with alice's key and bob's attempts on it, the prompt agent
+#      and dunst (Tests/kernel/README.md).
+#      LATCHKEY_DEB=FILE (inside the repository): the package those two suites install,
+#      made already (with LATCHKEY_BIN_DIR, the binaries it holds): package-deb.sh is
+#      not run.
 #      LATCHKEY_KERNEL_ONLY="ctap21" runs only those groups of the base suite's
 #      checks (tools, python, faults, ctap21, channels; guest-checks.sh --only), for
 #      iterating.
@@ -89,7 +98,7 @@ as_root() {
 DEB=
 # package_deb [ARGS]: scripts/package-deb.sh ARGS; sets DEB, the package's path
 package_deb() {
-    log "scripts/package-deb.sh $* (the deb suite)"
+    log "scripts/package-deb.sh $* (the deb and desktop suites install it)"
     if ! DEB=$(scripts/package-deb.sh "$@" | tail -n 1) || [ ! -f "$DEB" ]; then
         echo "kernel-tests: scripts/package-deb.sh failed" >&2
         exit 1
@@ -97,7 +106,12 @@ package_deb() {
     DEB=$(cd "$(dirname "$DEB")" && pwd -P)/$(basename "$DEB")
     case "$DEB" in "$REPO"/*) ;; *) echo "kernel-tests: $DEB is outside the repository" >&2; exit 1 ;; esac
 }
-if [ "$SUITES" = deb ] && [ -z "${LATCHKEY_BIN_DIR:-}" ]; then
+if [ -n "${LATCHKEY_DEB:-}" ]; then
+    # a package made already (of the binaries in LATCHKEY_BIN_DIR): no package-deb.sh
+    DEB=$(cd "$(dirname "$LATCHKEY_DEB")" && pwd -P)/$(basename "$LATCHKEY_DEB")
+    case "$DEB" in "$REPO"/*) [ -f "$DEB" ] ;; *) false ;; esac \
+        || { echo "kernel-tests: LATCHKEY_DEB=$LATCHKEY_DEB: no such package inside $REPO" >&2; exit 2; }
+elif [ "$SUITES" = deb ] && [ -z "${LATCHKEY_BIN_DIR:-}" ]; then
     # only the deb suite: the release package, whose binaries serve; no debug build
     package_deb
     LATCHKEY_BIN_DIR=${LATCHKEY_DEB_BUILD_PATH:-.build-deb}/release
@@ -140,7 +154,7 @@ if ! command -v readelf > /dev/null && [ -z "$EXTRA_SHARES" ]; then
 fi
 log "binaries: $BIN; runtime shared into the guest:${EXTRA_SHARES:- none}"
 # with other suites: a test package of these binaries (their runtime is in the share)
-if [[ " $SUITES " == *" deb "* ]] && [ -z "$DEB" ]; then
+if [[ " $SUITES " == *" deb "* || " $SUITES " == *" desktop "* ]] && [ -z "$DEB" ]; then
     package_deb --bin-dir "$BIN"
 fi
 
@@ -162,12 +176,18 @@ BROWSERS_PACKAGES="firefox-esr xvfb xdotool x11-utils x11-apps python3-distutils
 # cryptography: see BASE_WHEELS.
 BROWSERS_WHEELS="marionette-driver==3.7.1 selenium==4.51.0 cryptography==48.0.0"
 DEB_PACKAGES="systemd udev"  # the deb suite: systemd as PID 1; the package's dependencies are in the base
+# The desktop suite (--chromium): systemd as PID 1 with logind and PAM sessions
+# (libpam-systemd), a session bus per user (dbus-user-session), Debian's dunst as the
+# notification server (dbus-bin: dunstctl's dbus-send), gdbus (libglib2.0-bin: how
+# latchkey speaks to the notification server), an X server per user, curl as another uid.
+DESKTOP_PACKAGES="systemd udev dbus-user-session libpam-systemd dbus-bin libglib2.0-bin dunst xvfb curl"
 suite_image() {  # SUITE: sets IMAGE_OPT, IMAGE_PACKAGES, IMAGE_WHEELS and IMAGE_DIR
     case "$1" in
         base) IMAGE_OPT= IMAGE_PACKAGES=$BASE_PACKAGES IMAGE_WHEELS=$BASE_WHEELS ;;
         browsers) IMAGE_OPT=--chromium IMAGE_PACKAGES=$BROWSERS_PACKAGES IMAGE_WHEELS=$BROWSERS_WHEELS ;;
         deb) IMAGE_OPT= IMAGE_PACKAGES=$DEB_PACKAGES IMAGE_WHEELS= ;;
-        *) echo "kernel-tests: unknown suite $1 (base, browsers, deb)" >&2; exit 2 ;;
+        desktop) IMAGE_OPT=--chromium IMAGE_PACKAGES=$DESKTOP_PACKAGES IMAGE_WHEELS= ;;
+        *) echo "kernel-tests: unknown suite $1 (base, browsers, deb, desktop)" >&2; exit 2 ;;
     esac
     # shellcheck disable=SC2086
     IMAGE_DIR=$(image_env "$RIG/build-image.sh" $IMAGE_OPT --print-dir)
@@ -224,6 +244,9 @@ for suite in $SUITES; do
     checks=(bash Tests/kernel/guest-checks.sh --bin "$BIN" --suite "$suite" "${only_args[@]}" "${ARTIFACT_ARGS[@]}")
     # the package under systemd: the daemon is the installed one, started by systemctl
     [ "$suite" = deb ] && env_vars+=(RIG_INIT=systemd RIG_UDEV=1) && checks=(bash Tests/kernel/deb-checks.sh --deb "$DEB")
+    # two login users under systemd, Chromium as one of them (desktop-checks.sh)
+    [ "$suite" = desktop ] && env_vars+=(RIG_INIT=systemd RIG_UDEV=1 RIG_MEM=3G) \
+        && checks=(bash Tests/kernel/desktop-checks.sh --deb "$DEB" "${ARTIFACT_ARGS[@]}")
     env "${env_vars[@]}" "$RIG/run.sh" "$REPO" "${checks[@]}" \
         | tee "$OUT/$suite.log"
     rc=${PIPESTATUS[0]}
