@@ -2,6 +2,7 @@
 // person gets for a bad one.
 
 import CTAP
+import Foundation
 import Testing
 
 @testable import LatchkeyDaemon
@@ -28,6 +29,25 @@ struct ConfigurationTests {
         let before = configuration
         try configuration.apply(toml: DaemonConfiguration.documentedDefaults, source: "defaults")
         #expect(configuration == before)
+    }
+
+    @Test("default-key = false leaves no key unless the file has [[keys]]; the packaged file parses")
+    func defaultKey() throws {
+        var none = DaemonConfiguration(stateDirectory: "/s", controlSocket: "/s/c")
+        try none.apply(toml: "default-key = false\n", source: "f")
+        #expect(none.keys.isEmpty)
+        var listed = DaemonConfiguration(stateDirectory: "/s", controlSocket: "/s/c")
+        try listed.apply(toml: "default-key = false\n[[keys]]\nname = \"a\"\n", source: "f")
+        #expect(listed.keys.map(\.name.rawValue) == ["a"])
+        var implicit = DaemonConfiguration(stateDirectory: "/s", controlSocket: "/s/c")
+        try implicit.apply(toml: "default-key = true\n", source: "f")
+        #expect(implicit.keys.map(\.name.rawValue) == ["default"])
+        let packaged = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../packaging/latchkeyd.toml").standardized
+        var shipped = DaemonConfiguration(stateDirectory: "/s", controlSocket: "/s/c")
+        try shipped.apply(toml: try String(contentsOf: packaged, encoding: .utf8), source: packaged.path)
+        #expect(shipped.keys.isEmpty)
+        #expect(shipped.presence == .prompt)
     }
 
     @Test("a full file sets every field")

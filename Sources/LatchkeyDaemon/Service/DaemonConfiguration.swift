@@ -172,7 +172,9 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var resetWindowSeconds: Int = 10
     /// Consent policy of every key (`[policy]`); keys override it.
     public var policy = PolicySettings()
-    /// The keys. An empty list means one key named "default".
+    /// The keys: the `[[keys]]` tables; without any, one key named "default" owned
+    /// by the daemon's account, unless `default-key = false` (the system unit's
+    /// packaged configuration: each person makes a key of their own).
     public var keys: [KeyConfiguration] = [KeyConfiguration(name: "default")]
 
     /// The defaults for this process: systemd's directories when it passes
@@ -208,6 +210,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
         # control-socket = "/run/latchkeyd/control.sock"  # $RUNTIME_DIRECTORY/control.sock; $XDG_RUNTIME_DIR/latchkeyd/control.sock for a user
         # log-level = "info"                               # trace, debug, info, notice, warning, error, critical
         # reset-window-seconds = 10                        # authenticatorReset only this long after a key powers up
+        # default-key = true                               # without [[keys]], one key "default" owned by the daemon's account
 
         [uhid]
         # enabled = "auto"          # on | off | auto (on when /dev/uhid can be opened)
@@ -278,6 +281,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
         if let value = try reader.string("control-socket") { controlSocket = value }
         if let value = try reader.string("log-level") { logLevel = value }
         if let value = try reader.int("reset-window-seconds") { resetWindowSeconds = value }
+        // Without [[keys]] tables the implicit key stays, unless this file says there is none.
+        if let value = try reader.bool("default-key"), !value, try reader.tables("keys") == nil { keys = [] }
         if var section = try reader.table("uhid") {
             if let value = try section.transportSwitch("enabled") { uhid = value }
             if let value = try section.string("path") { uhidPath = value }
