@@ -67,6 +67,8 @@ let package = Package(
             pkgConfig: "libudev",
             providers: [.apt(["libudev-dev"])]
         ),
+        // sd-bus, the desktop notifier's session bus connection (LatchkeyNotifications/SessionBus.swift).
+        .systemLibrary(name: "CSystemdBus", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
 
         // The one shape of a local failure (code, reason, location) that CBOR, USBIP, CTAP and
         // LatchkeyCrypto share: a generic value type, no I/O, no Foundation.
@@ -89,10 +91,14 @@ let package = Package(
         // The one system-call wrapper (EINTR, errno) the I/O targets share.
         .target(name: "LatchkeySystem", swiftSettings: strict),
 
-        // Consent prompts as desktop notifications (org.freedesktop.Notifications through gdbus) and
-        // their text, escaped in one place: latchkeyd shows its own user's, `latchkeyctl agent` each
-        // owner's in their session.
-        .target(name: "LatchkeyNotifications", dependencies: [logging], swiftSettings: strict),
+        // Consent prompts as desktop notifications (org.freedesktop.Notifications on one sd-bus
+        // connection) and their text, escaped in one place: latchkeyd shows its own user's,
+        // `latchkeyctl agent` each owner's in their session.
+        .target(
+            name: "LatchkeyNotifications",
+            dependencies: ["CSystemdBus", "LatchkeyErrors", "LatchkeySystem", logging],
+            swiftSettings: strict
+        ),
 
         // Transports: the kernel's uhid device (system calls live here and in the daemon).
         .target(name: "LatchkeyUHID", dependencies: ["CLinuxHID", "LatchkeySystem"], swiftSettings: strict),

@@ -5,7 +5,7 @@
 # kernel has neither uhid nor vhci-hcd, so this boots Debian's kernel under qemu with
 # the project's rig (Tests/rig, see its README.md).
 #
-#   scripts/kernel-tests.sh                 # build, make the rig images if missing, run both VMs
+#   scripts/kernel-tests.sh                 # build, make the rig images if missing, one VM per suite
 #   LATCHKEY_SKIP_KERNEL_TESTS=1 ...        # skip (exit 0), for machines without root or qemu
 #
 # Steps:
@@ -29,18 +29,18 @@
 #      browser matrix (Chromium and Firefox ESR x uhid and USB/IP x built-in UV and PIN
 #      x four WebAuthn flows; Tests/kernel/browsers/matrix.py), then Selenium through
 #      latchkey-webdriver with Chromium (Tests/kernel/browsers/webdriver_intermediary.py).
-#      LATCHKEY_KERNEL_SUITES="base browsers deb" picks which (default all three);
+#      LATCHKEY_KERNEL_SUITES="base browsers deb desktop" picks which (default all four);
 #      LATCHKEY_BROWSERS="firefox" runs only those of "chromium firefox selenium webdriver-firefox".
 #      VM 3 (base image + systemd udev; systemd as PID 1): --suite deb -
 #      scripts/package-deb.sh builds the .deb first, then Tests/kernel/deb-checks.sh:
 #      apt install, systemctl enable --now, a user in the latchkey group, restart,
-#      stop, remove, purge. With other suites (the default "base browsers deb") the
+#      stop, remove, purge. With other suites (the default "base browsers deb desktop") the
 #      package holds the debug binaries of step 1 (package-deb.sh --bin-dir), which find
 #      the Swift runtime in the share as the other suites do: no release build in CI.
 #      Alone (LATCHKEY_KERNEL_SUITES=deb) it is the release package (a release build
 #      with the static Swift runtime, about 28 min on the shared machine the first time).
-#      VM 4, not in the default list yet (LATCHKEY_KERNEL_SUITES=desktop): the --chromium
-#      image + systemd, logind, dbus-user-session, dunst, Xvfb; systemd as PID 1 -
+#      VM 4 (the --chromium image + systemd, logind, dbus-user-session, dunst, Xvfb;
+#      systemd as PID 1): the desktop suite -
 #      Tests/kernel/desktop-checks.sh with the same package: two login users (alice
 #      and bob, PAM sessions with systemd --user), alice's user unit over USB/IP,
 #      the system unit with alice's key and bob's attempts on it, the prompt agent
@@ -85,7 +85,7 @@ if [ ! -x "$RIG/run.sh" ] || [ ! -x "$RIG/build-image.sh" ]; then
 fi
 RIG=$(cd "$RIG" && pwd -P)
 export RIG_CACHE=${RIG_CACHE:-$HOME/.cache/latchkey-rig}
-SUITES=${LATCHKEY_KERNEL_SUITES:-base browsers deb}
+SUITES=${LATCHKEY_KERNEL_SUITES:-base browsers deb desktop}
 
 as_root() {
     if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo -E "$@"; else
@@ -178,8 +178,9 @@ BROWSERS_WHEELS="marionette-driver==3.7.1 selenium==4.51.0 cryptography==48.0.0"
 DEB_PACKAGES="systemd udev"  # the deb suite: systemd as PID 1; the package's dependencies are in the base
 # The desktop suite (--chromium): systemd as PID 1 with logind and PAM sessions
 # (libpam-systemd), a session bus per user (dbus-user-session), Debian's dunst as the
-# notification server (dbus-bin: dunstctl's dbus-send), gdbus (libglib2.0-bin: how
-# latchkey speaks to the notification server), an X server per user, curl as another uid.
+# notification server (dbus-bin: dunstctl's dbus-send), gdbus (libglib2.0-bin: a look at
+# a user's session bus by hand; latchkey itself speaks sd-bus, libsystemd0), an X server
+# per user, curl as another uid.
 DESKTOP_PACKAGES="systemd udev dbus-user-session libpam-systemd dbus-bin libglib2.0-bin dunst xvfb curl"
 suite_image() {  # SUITE: sets IMAGE_OPT, IMAGE_PACKAGES, IMAGE_WHEELS and IMAGE_DIR
     case "$1" in

@@ -124,7 +124,7 @@ done
 install -m 0755 packaging/deb/postinst packaging/deb/prerm packaging/deb/postrm "$STAGE/DEBIAN/"
 
 # ---- 3. Depends: what the binaries link, as Debian names it ---------------------------
-RELEASE_DEPENDS="libc6 (>= 2.35), libgcc-s1, libsqlite3-0, libssl3, libstdc++6 (>= 12), libudev1, zlib1g"
+RELEASE_DEPENDS="libc6 (>= 2.35), libgcc-s1, libsqlite3-0, libssl3, libstdc++6 (>= 12), libsystemd0, libudev1, zlib1g"
 if [ -n "$TEST_BIN" ]; then
     # the test build links the toolchain's Swift runtime, which no Debian package has
     LIB_DEPENDS=$RELEASE_DEPENDS
@@ -138,11 +138,11 @@ else
         > "$SHLIBS/out" 2> "$SHLIBS/err" || { cat "$SHLIBS/err" >&2; die "dpkg-shlibdeps failed"; }
     LIB_DEPENDS=$(sed -n 's/^shlibs:Depends=//p' "$SHLIBS/out")
     unexpected=$(tr ',' '\n' <<< "$LIB_DEPENDS" | awk '{ print $1 }' \
-        | grep -vxE 'libc6|libstdc\+\+6|libgcc-s1|libssl3|libsqlite3-0|libudev1|zlib1g' || true)
+        | grep -vxE 'libc6|libstdc\+\+6|libgcc-s1|libssl3|libsqlite3-0|libsystemd0|libudev1|zlib1g' || true)
     if [ -n "$unexpected" ]; then
         objdump -p "${TOOLS[@]/#/$STAGE/usr/bin/}" | grep NEEDED >&2
         die "the binaries need packages beyond Debian's libc6 libstdc++6 libgcc-s1 libssl3 libsqlite3-0" \
-            "libudev1 zlib1g:" \
+            "libsystemd0 libudev1 zlib1g:" \
             "$(tr '\n' ' ' <<< "$unexpected")"
     fi
     log "the binaries link: $(objdump -p "${TOOLS[@]/#/$STAGE/usr/bin/}" \

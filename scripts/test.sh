@@ -27,11 +27,13 @@ as_root() {
 }
 
 install_deps() {
-    # dbus, libglib2.0-bin (gdbus) and python3-gi: a private session bus and a fake
-    # notification server for the desktop-notification tests. dpkg-dev and binutils:
+    # libsystemd-dev: sd-bus, the desktop notifier's D-Bus client. dbus, libglib2.0-bin
+    # (gdbus) and python3-gi: a private session bus and a fake notification server for
+    # the desktop-notification tests; dunst and xvfb: Debian's notification server on a
+    # display of its own (Tests/e2e/test_dunst.py). dpkg-dev and binutils:
     # scripts/package-deb.sh, for the kernel tests' deb suite.
-    local apt_packages=(libssl-dev libudev-dev libsqlite3-dev zlib1g-dev pkg-config python3 python3-pip clang systemd
-        dbus libglib2.0-bin python3-gi dpkg-dev binutils)
+    local apt_packages=(libssl-dev libudev-dev libsystemd-dev libsqlite3-dev zlib1g-dev pkg-config python3 python3-pip
+        clang systemd dbus libglib2.0-bin python3-gi dunst xvfb dpkg-dev binutils)
     local missing=()
     for package in "${apt_packages[@]}"; do
         dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
