@@ -1,20 +1,21 @@
-// Drivers that play arbitrary bytes against the daemon's JSON parsers, as the control
+// Drivers that play arbitrary bytes against the key core's JSON parsers, as the control
 // server and the import path call them, checking invariants. The fuzzers
 // (Fuzz/Sources/FuzzControlRequests, FuzzCXF, FuzzExchangeEnvelope) and the crasher replay
-// test (Tests/LatchkeyDaemonTests) share them, so a kept crasher means the same thing to
-// both. Nothing here touches a file, a socket or a key: the parsers are pure.
+// test (Tests/LatchkeyCoreTests) share them, so a kept crasher means the same thing to
+// both. Nothing here touches a file, a socket or a key: the parsers are pure. A target of
+// its own, so that the fuzzers link the core alone and no product of the package exists
+// only for them.
 
 import CTAP
 import Foundation
-import LatchkeyNames
+import LatchkeyCore
 import LatchkeyCrypto
+import LatchkeyJSON
 
 /// Runs bytes through the JSON parsers of the control API, CXF and the export envelope.
-/// Not part of the daemon's API: reached with `@_spi(Fuzzing) import LatchkeyDaemon`.
 ///
 /// Each entry point returns a description of every broken invariant; empty when all held.
 /// A trap in a parser is a crash libFuzzer keeps on its own.
-@_spi(Fuzzing)
 public enum JSONFuzzDriver {
     /// A libFuzzer `LLVMFuzzerTestOneInput` body: runs `driver` on the input and traps on a
     /// broken invariant, so that libFuzzer keeps the input.
@@ -55,9 +56,11 @@ public enum JSONFuzzDriver {
         roundTrip(OverrideRequest.self),
         roundTrip(SeedCredentialRequest.self) { request in
             for field in [request.credentialId, request.privateKey, request.userHandle, request.largeBlob] {
-                _ = field.flatMap(Base64URL.decode)
+                _ = field.flatMap { Base64URL.decode($0, standardAlphabet: true) }
             }
-            if let key = request.privateKey.flatMap(Base64URL.decode) { _ = try? CredentialPrivateKey(pkcs8: key) }
+            if let key = request.privateKey.flatMap({ Base64URL.decode($0, standardAlphabet: true) }) {
+                _ = try? CredentialPrivateKey(pkcs8: key)
+            }
         },
         roundTrip(PolicyOverrides.self) { overrides in
             for mode in [PresenceMode.auto, .prompt, .deny] {
@@ -66,11 +69,15 @@ public enum JSONFuzzDriver {
         },
         roundTrip(PasswordUsedRequest.self),
         roundTrip(AcceptedCredentialsSignal.self) { signal in
-            _ = Base64URL.decode(signal.userId)
-            for id in signal.allAcceptedCredentialIds { _ = Base64URL.decode(id) }
+            _ = Base64URL.decode(signal.userId, standardAlphabet: true)
+            for id in signal.allAcceptedCredentialIds { _ = Base64URL.decode(id, standardAlphabet: true) }
         },
-        roundTrip(CurrentUserDetailsSignal.self) { signal in _ = Base64URL.decode(signal.userId) },
-        roundTrip(UnknownCredentialSignal.self) { signal in _ = Base64URL.decode(signal.credentialId) },
+        roundTrip(CurrentUserDetailsSignal.self) { signal in
+            _ = Base64URL.decode(signal.userId, standardAlphabet: true)
+        },
+        roundTrip(UnknownCredentialSignal.self) { signal in
+            _ = Base64URL.decode(signal.credentialId, standardAlphabet: true)
+        },
         roundTrip(ExportRequest.self),
         importRequest,
     ]

@@ -3,7 +3,7 @@
 // LatchkeyDaemonTests/StateDirectoryTests.swift).
 
 import Foundation
-import LatchkeyNames
+import LatchkeyContract
 import Testing
 
 @Suite("key names")

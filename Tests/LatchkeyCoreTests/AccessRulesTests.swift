@@ -3,7 +3,7 @@
 
 import Testing
 
-@testable import LatchkeyDaemon
+@testable import LatchkeyCore
 
 @Suite struct AccessRulesTests {
     static let owner: UInt32 = 1000

@@ -4,7 +4,7 @@
 import CTAP
 import Testing
 
-@testable import LatchkeyDaemon
+@testable import LatchkeyCore
 
 @Suite("configuration")
 struct ConfigurationTests {

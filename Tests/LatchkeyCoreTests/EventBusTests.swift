@@ -5,7 +5,7 @@
 import Foundation
 import Testing
 
-@testable import LatchkeyDaemon
+@testable import LatchkeyCore
 
 @Suite("event bus")
 struct EventBusTests {

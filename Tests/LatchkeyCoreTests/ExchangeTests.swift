@@ -5,10 +5,10 @@
 import CTAP
 import Foundation
 import LatchkeyCrypto
-import LatchkeyNames
+import LatchkeyJSON
 import Testing
 
-@testable import LatchkeyDaemon
+@testable import LatchkeyCore
 
 /// Expects opening `envelope` with `passphrase` to fail, and to fail as `kind`; `label`
 /// names the case in a failure's message.
@@ -41,8 +41,8 @@ struct ExchangeEnvelopeTests {
             envelope.kdf.name == "scrypt" && envelope.kdf.N == 131_072 && envelope.kdf.r == 8 && envelope.kdf.p == 1
         )
         #expect(envelope.cipher.name == "AES-256-GCM")
-        #expect(Base64URL.strictDecode(envelope.kdf.salt)?.count == 16)
-        #expect(Base64URL.strictDecode(envelope.cipher.nonce)?.count == 12)
+        #expect(Base64URL.decode(envelope.kdf.salt, padding: false)?.count == 16)
+        #expect(Base64URL.decode(envelope.cipher.nonce, padding: false)?.count == 12)
         #expect(try envelope.open(passphrase: "correct horse battery staple") == Self.plaintext)
     }
 
@@ -83,7 +83,7 @@ struct ExchangeEnvelopeTests {
     ]
 
     static func flip(_ text: String, at index: Int) -> String {
-        var bytes = Base64URL.strictDecode(text)!
+        var bytes = Base64URL.decode(text, padding: false)!
         bytes[index < 0 ? bytes.count + index : index] ^= 0x01
         return Base64URL.encode(bytes)
     }

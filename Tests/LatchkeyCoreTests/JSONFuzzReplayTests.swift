@@ -5,17 +5,18 @@
 import Foundation
 import Testing
 
-@_spi(Fuzzing) @testable import LatchkeyDaemon
+@testable import LatchkeyCore
+@testable import LatchkeyJSONFuzzing
 
 @Suite("JSON fuzz replay")
 struct JSONFuzzReplayTests {
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .deletingLastPathComponent().deletingLastPathComponent()
 
-    /// The files of `Fuzz/Seeds/<fuzzer>` and `Tests/LatchkeyDaemonTests/Crashers/<fuzzer>`.
+    /// The files of `Fuzz/Seeds/<fuzzer>` and `Tests/LatchkeyCoreTests/Crashers/<fuzzer>`.
     static func inputs(_ fuzzer: String) throws -> [(String, [UInt8])] {
         var inputs: [(String, [UInt8])] = []
-        for directory in ["Fuzz/Seeds/\(fuzzer)", "Tests/LatchkeyDaemonTests/Crashers/\(fuzzer)"] {
+        for directory in ["Fuzz/Seeds/\(fuzzer)", "Tests/LatchkeyCoreTests/Crashers/\(fuzzer)"] {
             let url = repository.appendingPathComponent(directory)
             guard FileManager.default.fileExists(atPath: url.path) else { continue }
             for file in try FileManager.default.contentsOfDirectory(at: url, includingPropertiesForKeys: nil)

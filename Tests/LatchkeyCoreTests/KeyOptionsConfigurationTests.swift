@@ -4,7 +4,7 @@
 import CTAP
 import Testing
 
-@testable import LatchkeyDaemon
+@testable import LatchkeyCore
 
 @Suite("key options in the configuration file")
 struct KeyOptionsConfigurationTests {

@@ -3,7 +3,7 @@
 import CBOR
 import Testing
 
-@testable import LatchkeyDaemon
+@testable import LatchkeyCore
 
 @Suite("large-blob entries")
 struct LargeBlobEntryTests {

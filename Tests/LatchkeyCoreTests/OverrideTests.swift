@@ -6,7 +6,7 @@ import CTAP
 import Logging
 import Testing
 
-@testable import LatchkeyDaemon
+@testable import LatchkeyCore
 
 @Suite("overrides")
 struct OverrideTests {

@@ -8,7 +8,7 @@ import Logging
 import Synchronization
 import Testing
 
-@testable import LatchkeyDaemon
+@testable import LatchkeyCore
 
 @Suite("policy")
 struct PolicyTests {

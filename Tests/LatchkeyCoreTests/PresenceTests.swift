@@ -8,7 +8,7 @@ import LatchkeyNotifications
 import Logging
 import Testing
 
-@testable import LatchkeyDaemon
+@testable import LatchkeyCore
 
 @Suite("presence")
 struct PresenceTests {

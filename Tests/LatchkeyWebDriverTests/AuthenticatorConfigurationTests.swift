@@ -1,7 +1,8 @@
 // Add Virtual Authenticator's parameters (WebAuthn §11 "Authenticator
 // Configuration") and the latchkeyd key they become.
 
-import LatchkeyNames
+import LatchkeyContract
+import LatchkeyJSON
 import Testing
 
 @testable import LatchkeyWebDriver

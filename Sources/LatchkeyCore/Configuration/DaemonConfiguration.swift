@@ -5,7 +5,7 @@
 
 public import CTAP
 import Foundation
-import LatchkeyNames
+import LatchkeyContract
 import TOMLKit
 
 /// How user presence is decided for a key.

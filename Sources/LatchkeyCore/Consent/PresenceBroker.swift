@@ -87,12 +87,12 @@ public final class PresenceBoard: Sendable {
 
     private let state = Mutex<(next: Int, entries: [Entry])>((1, []))
     /// Desktop notifications for prompts, when the daemon has them.
-    let notifier: DesktopNotifier?
+    package let notifier: DesktopNotifier?
 
     public init() { notifier = nil }
 
     /// A board whose prompts also show as desktop notifications, which answer them.
-    init(notifier: DesktopNotifier) {
+    package init(notifier: DesktopNotifier) {
         self.notifier = notifier
         notifier.setActionHandler { [weak self] id, action in
             guard let self else { return }
@@ -384,7 +384,7 @@ public final class PresenceBroker: UserPresence {
     }
 
     /// Whether a request of this key is waiting for a person.
-    var isWaiting: Bool { board.pending().contains { $0.key == key } }
+    package var isWaiting: Bool { board.pending().contains { $0.key == key } }
 
     public func requestPresence(_ presenceRequest: PresenceRequest) async -> PresenceOutcome {
         let started = ContinuousClock.now

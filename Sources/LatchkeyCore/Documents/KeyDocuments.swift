@@ -1,18 +1,27 @@
-// The JSON documents of the control API (/v1). Byte strings are base64url
-// without padding; field names are camelCase.
+// The key core's read models: what it answers about keys, credentials, PINs and
+// presence, and the requests it takes, as Codable values. The control API sends and
+// reads them as its JSON documents (/v1), but nothing here knows HTTP: statuses and
+// the error document are the control API's (LatchkeyDaemon/Control/ErrorMapping.swift).
+// Byte strings are base64url without padding; field names are camelCase.
 
 import CTAP
 import Foundation
+import LatchkeyJSON
 
 /// A key as the control API shows it.
 public struct KeyDocument: Codable, Sendable, Equatable {
     public struct UHIDStatus: Codable, Sendable, Equatable {
-        /// disabled, unavailable, created, started, opened, closed, destroyed
-        public var state: String
+        public var state: UHIDState
         /// The hidraw node the kernel made for the key, once found.
         public var hidraw: String?
         /// Why the device is unavailable, if it is.
         public var error: String?
+
+        public init(state: UHIDState, hidraw: String? = nil, error: String? = nil) {
+            self.state = state
+            self.hidraw = hidraw
+            self.error = error
+        }
     }
 
     public struct USBIPStatus: Codable, Sendable, Equatable {
@@ -22,6 +31,12 @@ public struct KeyDocument: Codable, Sendable, Equatable {
         public var listen: String
         /// Whether a host has imported the device.
         public var attached: Bool
+
+        public init(busid: String, listen: String, attached: Bool) {
+            self.busid = busid
+            self.listen = listen
+            self.attached = attached
+        }
     }
 
     /// The account a key belongs to (docs/access.md).
@@ -47,6 +62,29 @@ public struct KeyDocument: Codable, Sendable, Equatable {
     public var usbip: USBIPStatus?
     /// What the key was created with (POST /v1/keys options).
     public var options: KeyOptionsDocument?
+}
+
+/// Where a key's uhid device stands, as the kernel last told it.
+public enum UHIDState: String, Codable, Sendable, Equatable {
+    /// The key gets no uhid device (`uhid = false`).
+    case disabled
+    /// The daemon cannot make uhid devices (no /dev/uhid, no permission), or this one
+    /// could not be made; the status's `error` says why.
+    case unavailable
+    /// Made; the kernel has not started it yet.
+    case created
+    /// The kernel started it (UHID_START).
+    case started
+    /// A host opened its hidraw node (UHID_OPEN).
+    case opened
+    /// The last host closed its hidraw node (UHID_CLOSE).
+    case closed
+    /// The kernel stopped it (UHID_STOP).
+    case stopped
+    /// Reading it failed; the status's `error` says how.
+    case failed
+    /// Destroyed: the key was detached, or is being plugged in again.
+    case destroyed
 }
 
 /// A key's feature switches, with WebDriver's names where it has them
@@ -103,6 +141,13 @@ public struct StatusDocument: Codable, Sendable {
     public var uptimeSeconds: Int
     public var stateDirectory: String
     public var keys: [KeyDocument]
+
+    public init(version: String, uptimeSeconds: Int, stateDirectory: String, keys: [KeyDocument]) {
+        self.version = version
+        self.uptimeSeconds = uptimeSeconds
+        self.stateDirectory = stateDirectory
+        self.keys = keys
+    }
 }
 
 /// POST /v1/keys, and what key.json remembers of a key made through the API.
@@ -155,7 +200,7 @@ public struct CreateKeyRequest: Codable, Sendable {
     public init(name: String) { self.name = name }
 
     /// The protocol mode `protocol` names; nil for a name it is not.
-    static func protocolMode(_ name: String?) -> ProtocolMode? {
+    package static func protocolMode(_ name: String?) -> ProtocolMode? {
         switch name {
         case nil, "ctap2.1", "ctap2", "ctap2_1": .ctap21
         case "u2f-only", "ctap1/u2f", "u2f": .u2fOnly
@@ -325,24 +370,11 @@ extension LargeBlobsDocument {
 public struct PresenceAnswerDocument: Codable, Sendable {
     public var id: String
     public var outcome: String
-}
 
-/// Every error: {"error": {"code": "...", "message": "..."}}; an access
-/// refusal (403 forbidden) adds the rule that refused (docs/access.md).
-public struct ErrorDocument: Codable, Sendable {
-    public struct Body: Codable, Sendable {
-        public var code: String
-        public var message: String
-        public var rule: String?
-
-        init(code: String, message: String, rule: String? = nil) {
-            self.code = code
-            self.message = message
-            self.rule = rule
-        }
+    public init(id: String, outcome: String) {
+        self.id = id
+        self.outcome = outcome
     }
-
-    public var error: Body
 }
 
 /// An account as a request names it: a user name, or a uid as a number (or
@@ -387,67 +419,60 @@ public enum AccountReference: Codable, Sendable, Equatable, CustomStringConverti
     }
 }
 
-/// base64url without padding (RFC 4648 §5), as WebAuthn JSON uses.
-public enum Base64URL {
-    public static func encode(_ bytes: [UInt8]) -> String {
-        Data(bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+/// GET/PUT /v1/keys/{name}/policy
+package struct PolicyDocument: Codable, Sendable, Equatable {
+    struct Signal: Codable, Sendable, Equatable {
+        var rpId: String
+        var userName: String
+        var expiresInMs: Int
     }
 
-    public static func decode(_ text: String) -> [UInt8]? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.count % 4 != 0 { base64 += "=" }
-        return Data(base64Encoded: base64).map { [UInt8]($0) }
+    var presence: PresenceMode
+    var userVerification: UserVerificationPolicy
+    var notifications: Bool
+    var conditionalRegistration: Bool
+    var signalWindowSeconds: Int
+    var onMismatch: MismatchAction
+    var allowRpIds: [String]
+    var denyRpIds: [String]
+    var requirePin: Bool
+    var rateLimitPerHour: Int
+    var promptsPerMinute: Int
+    var denyCooldownSeconds: Int
+    /// The password-used windows open now.
+    var openSignals: [Signal]
+
+    init(_ broker: PresenceBroker) {
+        let settings = broker.policySettings
+        let now = broker.now
+        presence = broker.current.mode
+        userVerification = settings.userVerification
+        notifications = settings.notifications
+        conditionalRegistration = settings.conditionalRegistration
+        signalWindowSeconds = settings.signalWindowSeconds
+        onMismatch = settings.onMismatch
+        allowRpIds = settings.allowRpIds
+        denyRpIds = settings.denyRpIds
+        requirePin = settings.requirePin
+        rateLimitPerHour = settings.rateLimitPerHour
+        promptsPerMinute = settings.promptsPerMinute
+        denyCooldownSeconds = settings.denyCooldownSeconds
+        openSignals = broker.openSignals().map {
+            Signal(rpId: $0.rpId, userName: $0.userName, expiresInMs: Int($0.expiresAt > now ? $0.expiresAt - now : 0))
+        }
     }
 }
 
-/// A control API failure: an HTTP status and a stable code.
-public struct ControlError: Error, Sendable {
-    public var status: Int
-    public var code: String
-    public var message: String
-    /// For a refusal of access: the rule's name (Keys/Access.swift).
-    public var rule: String?
+/// POST /v1/keys/{name}/signals/password-used
+package struct PasswordUsedRequest: Codable, Sendable {
+    var rpId: String
+    var userName: String
+}
 
-    public init(_ status: Int, _ code: String, _ message: String, rule: String? = nil) {
-        self.status = status
-        self.code = code
-        self.message = message
-        self.rule = rule
-    }
-
-    /// A refusal of access: 403 `forbidden`, its reason and rule.
-    init(_ refusal: AccessRefusal) {
-        self.init(403, "forbidden", refusal.reason, rule: refusal.rule)
-    }
-
-    /// The error document of this failure.
-    var document: ErrorDocument { ErrorDocument(error: .init(code: code, message: message, rule: rule)) }
-
-    /// The one mapping from the engine's administrative errors to statuses
-    /// and codes; `key` names the key in the message.
-    init(_ error: AdministrationError, key: String) {
-        let message = "key \(key): \(error.reason)"
-        switch error.code {
-        case .pinInvalid: self.init(403, "pin_invalid", message)
-        case .pinBlocked: self.init(423, "pin_blocked", message)
-        case .pinAuthBlocked: self.init(423, "pin_auth_blocked", message)
-        case .pinNotSet: self.init(409, "pin_not_set", message)
-        case .pinAlreadySet: self.init(409, "pin_already_set", message)
-        case .pinPolicyViolation: self.init(400, "pin_policy_violation", message)
-        case .settingRefused: self.init(409, "setting_refused", message)
-        case .noCredential: self.init(404, "not_found", message)
-        case .invalidParameter: self.init(400, "bad_request", message)
-        case .duplicate: self.init(409, "duplicate", message)
-        case .full: self.init(507, "full", message)
-        default: self.init(500, "internal", message)
-        }
-    }
-
-    static func notFound(_ message: String) -> ControlError { ControlError(404, "not_found", message) }
-    static func badRequest(_ message: String) -> ControlError { ControlError(400, "bad_request", message) }
-    static func conflict(_ message: String) -> ControlError { ControlError(409, "conflict", message) }
-    static func internalError(_ message: String) -> ControlError { ControlError(500, "internal", message) }
+/// The answer to a password-used signal: the window it opened.
+package struct PasswordUsedDocument: Codable, Sendable {
+    var key: String
+    var rpId: String
+    var userName: String
+    var expiresInMs: Int
 }

@@ -13,10 +13,10 @@
 
 import CTAP
 import Foundation
-import LatchkeyNames
+import LatchkeyJSON
 
 /// A passkey as CXF carries it (the "passkey" credential type).
-struct CXFPasskey: Sendable, Equatable {
+package struct CXFPasskey: Sendable, Equatable {
     var credentialId: [UInt8]
     var rpId: String
     /// user.name; "" when the credential has none.
@@ -33,9 +33,9 @@ struct CXFPasskey: Sendable, Equatable {
     var credBlob: [UInt8]?
     /// Whether fido2Extensions.largeBlob was present (latchkey keeps large
     /// blobs per key, not per credential, so it is not imported).
-    var hasLargeBlob = false
+    package var hasLargeBlob = false
 
-    static func == (lhs: CXFPasskey, rhs: CXFPasskey) -> Bool {
+    package static func == (lhs: CXFPasskey, rhs: CXFPasskey) -> Bool {
         lhs.credentialId == rhs.credentialId && lhs.rpId == rhs.rpId && lhs.username == rhs.username
             && lhs.userDisplayName == rhs.userDisplayName && lhs.userHandle == rhs.userHandle && lhs.key == rhs.key
             && lhs.hmacCredentials?.withUV == rhs.hmacCredentials?.withUV
@@ -62,29 +62,29 @@ extension CXFPasskey {
 }
 
 /// A CXF document refused whole.
-struct CXFError: Error, Equatable, CustomStringConvertible {
-    var reason: String
+package struct CXFError: Error, Equatable, CustomStringConvertible {
+    package var reason: String
     init(_ reason: String) { self.reason = reason }
-    var description: String { reason }
+    package var description: String { reason }
 }
 
 /// One credential of a document being read: a passkey ready to import, or
 /// why it was skipped.
-struct CXFEntry: Sendable, Equatable {
+package struct CXFEntry: Sendable, Equatable {
     /// Where it is: "accounts[0].items[3].credentials[0]".
     var location: String
     /// The credential ID and RP ID, when they could be read, for the report.
     var credentialId: [UInt8]?
     var rpId: String?
-    var outcome: Outcome
+    package var outcome: Outcome
 
-    enum Outcome: Sendable, Equatable {
+    package enum Outcome: Sendable, Equatable {
         case passkey(CXFPasskey)
         case skipped(String)
     }
 }
 
-enum CXF {
+package enum CXF {
     /// The CXF version written and read (major 1; any minor is read).
     static let majorVersion = 1
     static let minorVersion = 0
@@ -97,7 +97,7 @@ enum CXF {
 
     /// The CXF JSON of `passkeys`: one account (`accountId`), one item per
     /// passkey, `timestamp` in Unix seconds.
-    static func encode(
+    package static func encode(
         _ passkeys: [CXFPasskey],
         accountId: [UInt8],
         exporterDisplayName: String,
@@ -154,7 +154,7 @@ enum CXF {
 
     /// Every credential of a CXF document, each a passkey or a reason it was
     /// skipped. Throws when the document is not CXF v1 at all.
-    static func read(_ data: Data) throws(CXFError) -> [CXFEntry] {
+    package static func read(_ data: Data) throws(CXFError) -> [CXFEntry] {
         guard let document = try? JSONDecoder().decode(JSONValue.self, from: data) else {
             throw CXFError("not JSON")
         }
@@ -195,7 +195,7 @@ enum CXF {
             return CXFEntry(location: location, outcome: .skipped("malformed credential: no type"))
         }
         var entry = CXFEntry(location: location, outcome: .skipped(""))
-        if case .string(let text)? = credential["credentialId"] { entry.credentialId = Base64URL.strictDecode(text) }
+        if case .string(let text)? = credential["credentialId"] { entry.credentialId = Base64URL.decode(text, padding: false) }
         if case .string(let text)? = credential["rpId"] { entry.rpId = text }
         guard type == "passkey" else {
             entry.outcome = .skipped("a \(type) credential, not a passkey")
@@ -216,7 +216,7 @@ enum CXF {
         }
         func bytes(_ name: String, in object: [String: JSONValue]) throws(CXFError) -> [UInt8] {
             guard case .string(let text)? = object[name] else { throw CXFError("\(name) is missing") }
-            guard let value = Base64URL.strictDecode(text) else { throw CXFError("\(name) is not base64url") }
+            guard let value = Base64URL.decode(text, padding: false) else { throw CXFError("\(name) is not base64url") }
             return value
         }
         let credentialId = try bytes("credentialId", in: credential)
@@ -277,20 +277,10 @@ enum CXF {
 
 extension JSONValue {
     /// The value as JSON text, keys sorted.
-    func jsonData() -> Data {
+    package func jsonData() -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         // Encoding a tree of plain values cannot fail.
         return try! encoder.encode(self)
-    }
-}
-
-extension Base64URL {
-    /// base64url without padding, refusing anything else (padding, the
-    /// standard alphabet, whitespace), as CXF requires.
-    static func strictDecode(_ text: String) -> [UInt8]? {
-        let allowed = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
-        guard text.allSatisfy({ allowed.contains($0) }), text.count % 4 != 1 else { return nil }
-        return decode(text)
     }
 }

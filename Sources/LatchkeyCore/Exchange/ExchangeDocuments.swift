@@ -6,7 +6,7 @@
 
 import CTAP
 import Foundation
-import LatchkeyNames
+import LatchkeyJSON
 
 /// POST /v1/keys/{name}/signals/accepted-credentials
 /// (PublicKeyCredential.signalAllAcceptedCredentials).
@@ -53,11 +53,26 @@ public struct ExportRequest: Codable, Sendable {
     public var pin: String?
 }
 
+extension ExportRequest {
+    /// The export's passphrase, nil for plaintext; exactly one must be asked for.
+    func passphraseChoice() throws(CoreError) -> String? {
+        switch (passphrase, plaintext ?? false) {
+        case (let passphrase?, false):
+            guard !passphrase.isEmpty else { throw .invalid("the passphrase is empty") }
+            return passphrase
+        case (nil, true): return nil
+        case (_?, true): throw .invalid("give a passphrase or plaintext: true, not both")
+        case (nil, false):
+            throw .invalid("give a passphrase to encrypt the export, or plaintext: true for bare CXF")
+        }
+    }
+}
+
 /// POST /v1/keys/{name}/import: `document` is an envelope (then
 /// `passphrase` opens it) or a plaintext CXF document.
-struct ImportRequest: Decodable, Sendable {
-    var passphrase: String?
-    var document: JSONValue
+package struct ImportRequest: Decodable, Sendable {
+    package var passphrase: String?
+    package var document: JSONValue
 }
 
 /// The answer to an import: every credential of the document, imported or

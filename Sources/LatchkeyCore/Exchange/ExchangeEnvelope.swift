@@ -13,9 +13,9 @@
 
 import Foundation
 import LatchkeyCrypto
-import LatchkeyNames
+import LatchkeyJSON
 
-struct ExchangeEnvelope: Codable, Sendable, Equatable {
+package struct ExchangeEnvelope: Codable, Sendable, Equatable {
     static let format = "latchkey-cxf-scrypt-aes256gcm-v1"
     /// The largest scrypt memory an envelope may ask for when it is opened:
     /// 256 MiB, twice what the default parameters take, so that a file
@@ -25,7 +25,7 @@ struct ExchangeEnvelope: Codable, Sendable, Equatable {
     /// what the default parameters take (about a second). The memory cap
     /// alone leaves p free up to 2^20, and an envelope with such a p (at a
     /// memory cost within the cap) would keep a worker thread busy for days.
-    static let maxCost: UInt64 = 1 << 21
+    package static let maxCost: UInt64 = 1 << 21
 
     struct KDF: Codable, Sendable, Equatable {
         var name: String
@@ -46,16 +46,16 @@ struct ExchangeEnvelope: Codable, Sendable, Equatable {
     var ciphertext: String
 
     /// Why an envelope did not open.
-    struct Failure: Error, Equatable, CustomStringConvertible {
-        enum Kind: Equatable {
+    package struct Failure: Error, Equatable, CustomStringConvertible {
+        package enum Kind: Equatable {
             /// Not an envelope latchkey can open (fields, names, costs).
             case malformed
             /// The tag did not verify: a wrong passphrase, or a changed file.
             case decryptionFailed
         }
-        var kind: Kind
-        var reason: String
-        var description: String { reason }
+        package var kind: Kind
+        package var reason: String
+        package var description: String { reason }
     }
 
     /// Encrypts `plaintext` under `passphrase` with fresh salt and nonce.
@@ -88,28 +88,28 @@ struct ExchangeEnvelope: Codable, Sendable, Equatable {
     }
 
     /// What `open` needs, read from the fields once they are checked.
-    struct Checked: Equatable {
+    package struct Checked: Equatable {
         var salt: [UInt8]
         var nonce: [UInt8]
         var sealed: [UInt8]
-        var parameters: Scrypt.Parameters
+        package var parameters: Scrypt.Parameters
     }
 
     /// Checks every field before any key is derived: the names, the
     /// base64url encodings and lengths, and the scrypt costs against the
     /// memory and work caps.
-    func checked() throws(Failure) -> Checked {
+    package func checked() throws(Failure) -> Checked {
         func malformed(_ reason: String) -> Failure { Failure(kind: .malformed, reason: reason) }
         guard format == Self.format else { throw malformed("unknown envelope format \(format)") }
         guard kdf.name == "scrypt" else { throw malformed("unknown KDF \(kdf.name)") }
         guard cipher.name == "AES-256-GCM" else { throw malformed("unknown cipher \(cipher.name)") }
-        guard let salt = Base64URL.strictDecode(kdf.salt), salt.count >= 16 else {
+        guard let salt = Base64URL.decode(kdf.salt, padding: false), salt.count >= 16 else {
             throw malformed("the salt is not 16 or more bytes of base64url")
         }
-        guard let nonce = Base64URL.strictDecode(cipher.nonce), nonce.count == 12 else {
+        guard let nonce = Base64URL.decode(cipher.nonce, padding: false), nonce.count == 12 else {
             throw malformed("the nonce is not 12 bytes of base64url")
         }
-        guard let sealed = Base64URL.strictDecode(ciphertext) else {
+        guard let sealed = Base64URL.decode(ciphertext, padding: false) else {
             throw malformed("the ciphertext is not base64url")
         }
         let parameters = Scrypt.Parameters(n: kdf.N, r: kdf.r, p: kdf.p)
@@ -122,7 +122,7 @@ struct ExchangeEnvelope: Codable, Sendable, Equatable {
     }
 
     /// The plaintext, once the fields are checked and the tag verifies.
-    func open(passphrase: String) throws(Failure) -> [UInt8] {
+    package func open(passphrase: String) throws(Failure) -> [UInt8] {
         let checked = try checked()
         let key: [UInt8]
         do {
@@ -152,8 +152,31 @@ struct ExchangeEnvelope: Codable, Sendable, Equatable {
     }
 
     /// Whether a JSON document is an envelope (rather than plain CXF).
-    static func isEnvelope(_ document: JSONValue) -> Bool {
+    package static func isEnvelope(_ document: JSONValue) -> Bool {
         guard case .object(let fields) = document, case .string(let format)? = fields["format"] else { return false }
         return format.hasPrefix("latchkey-cxf-")
     }
+}
+
+extension JSONValue {
+    /// The JSON text of an encodable value, keys sorted.
+    static func encodable(_ value: some Encodable) -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        // The envelope is strings and integers; encoding it cannot fail.
+        return try! encoder.encode(value)
+    }
+}
+
+/// Runs blocking work (scrypt) away from the actors and the callers' threads: the
+/// daemon gives NIO's thread pool; tests and tools run it in place.
+package protocol BlockingWork: Sendable {
+    func run<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T
+}
+
+/// Runs the work where it is called.
+package struct InPlaceWork: BlockingWork {
+    package init() {}
+
+    package func run<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T { try work() }
 }

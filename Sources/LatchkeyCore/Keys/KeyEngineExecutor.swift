@@ -16,7 +16,7 @@
 import Dispatch
 
 /// A key's serial queue, as a task executor.
-final class KeyEngineExecutor: TaskExecutor {
+package final class KeyEngineExecutor: TaskExecutor {
     private let queue: DispatchQueue
 
     /// An executor on a new serial queue labelled `label` (shown in a debugger).
@@ -24,7 +24,7 @@ final class KeyEngineExecutor: TaskExecutor {
         queue = DispatchQueue(label: label)
     }
 
-    func enqueue(_ job: consuming ExecutorJob) {
+    package func enqueue(_ job: consuming ExecutorJob) {
         DaemonActivity.note()
         let job = UnownedJob(job)
         let executor = asUnownedTaskExecutor()

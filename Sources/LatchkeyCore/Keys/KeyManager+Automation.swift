@@ -4,21 +4,22 @@
 import CTAP
 import Foundation
 import LatchkeyCrypto
-import LatchkeyNames
+import LatchkeyContract
+import LatchkeyJSON
 
 extension KeyManager {
     /// Queues an override for the key's next operations.
-    func addOverride(_ name: KeyName, _ request: OverrideRequest, by caller: Caller) throws(ControlError)
+    package func addOverride(_ grant: KeyGrant, _ request: OverrideRequest) throws(CoreError)
         -> OverrideDocument
     {
-        let key = try managed(name, .use, by: caller).key
+        let key = try require(grant, .use).key
         let count = request.count ?? 1
-        guard (1...1000).contains(count) else { throw .badRequest("count must be between 1 and 1000") }
+        guard (1...1000).contains(count) else { throw .invalid("count must be between 1 and 1000") }
         if let operations = request.operations, operations.isEmpty {
-            throw .badRequest("operations, when given, lists at least one operation")
+            throw .invalid("operations, when given, lists at least one operation")
         }
         if request.action == .uvFalse, !key.presence.builtInUserVerification {
-            throw .badRequest("uv-false needs a key with built-in user verification (hasUserVerification, or a policy user-verification other than deny)")
+            throw .invalid("uv-false needs a key with built-in user verification (hasUserVerification, or a policy user-verification other than deny)")
         }
         let entry = key.overrides.add(request.action, count: count, operations: request.operations)
         key.logger.notice(
@@ -32,39 +33,39 @@ extension KeyManager {
     }
 
     /// The key's queued overrides.
-    func overrides(_ name: KeyName, by caller: Caller) throws(ControlError) -> [OverrideDocument] {
-        try managed(name, .use, by: caller).key.overrides.entries
+    package func overrides(_ grant: KeyGrant) throws(CoreError) -> [OverrideDocument] {
+        try require(grant, .use).key.overrides.entries
     }
 
     /// Drops the key's queued overrides.
-    func clearOverrides(_ name: KeyName, by caller: Caller) throws(ControlError) {
-        try managed(name, .use, by: caller).key.overrides.clear()
+    package func clearOverrides(_ grant: KeyGrant) throws(CoreError) {
+        try require(grant, .use).key.overrides.clear()
     }
 
     /// One stored credential; with its PKCS#8 private key when asked, which
     /// takes the export tier: the owner's request for an exportable key (a
     /// GET carries no PIN; a key that is not exportable exports with its PIN
     /// through `exportCXF`).
-    func credential(_ name: KeyName, id: String, includePrivateKey: Bool, by caller: Caller)
-        async throws(ControlError) -> CredentialDocument
+    package func credential(_ grant: KeyGrant, id: String, includePrivateKey: Bool)
+        async throws(CoreError) -> CredentialDocument
     {
-        let managed = try managed(name, includePrivateKey ? .export : .use, by: caller)
+        let managed = try require(grant, includePrivateKey ? .export : .use)
         let key = managed.key
         if includePrivateKey {
-            _ = try grantExport(managed, by: caller, evidence: try await exportEvidence(managed, pin: nil))
+            _ = try grantExport(managed, by: grant.caller, evidence: try await exportEvidence(managed, pin: nil))
         }
-        guard let bytes = Base64URL.decode(id) else { throw .badRequest("credential id is not base64url") }
-        let found = try await administering(name) { () throws(AdministrationError) in
+        guard let bytes = Base64URL.decode(id, standardAlphabet: true) else { throw .invalid("credential id is not base64url") }
+        let found = try await administering(grant.name) { () throws(AdministrationError) in
             try await key.authenticator.storedCredentials().first { $0.id == bytes }
         }
-        guard let found else { throw .notFound("key \(name) has no credential \(id)") }
+        guard let found else { throw .notFound("key \(grant.name) has no credential \(id)") }
         var document = await Self.document(found, of: key)
         if includePrivateKey {
-            let pkcs8 = try await administering(name) { () throws(AdministrationError) in
+            let pkcs8 = try await administering(grant.name) { () throws(AdministrationError) in
                 try await key.authenticator.exportPrivateKey(credentialId: bytes)
             }
             document.privateKey = Base64URL.encode(pkcs8)
-            noteExport(of: managed, by: caller, grant: .exportable, format: "pkcs8", count: 1, credentialId: id)
+            noteExport(of: managed, by: grant.caller, grant: .exportable, format: "pkcs8", count: 1, credentialId: id)
         }
         return document
     }
@@ -88,9 +89,9 @@ extension KeyManager {
 
     /// Deletes every stored credential of the key (each through the engine,
     /// which publishes credential.deleted).
-    func clearCredentials(_ name: KeyName, by caller: Caller) async throws(ControlError) {
-        let key = try managed(name, .use, by: caller).key
-        let deleted = try await administering(name) { () throws(AdministrationError) in
+    package func clearCredentials(_ grant: KeyGrant) async throws(CoreError) {
+        let key = try require(grant, .use).key
+        let deleted = try await administering(grant.name) { () throws(AdministrationError) in
             var deleted = 0
             for credential in try await key.authenticator.storedCredentials() {
                 if try await key.authenticator.deleteStoredCredential(id: credential.id) { deleted += 1 }
@@ -104,40 +105,40 @@ extension KeyManager {
     /// keeps its ID; a non-discoverable one gets a wrapped ID, which the
     /// answer carries. A large blob goes into the key's large-blob array
     /// under a fresh largeBlobKey.
-    func seedCredential(_ name: KeyName, _ request: SeedCredentialRequest, by caller: Caller)
-        async throws(ControlError) -> CredentialDocument
+    package func seedCredential(_ grant: KeyGrant, _ request: SeedCredentialRequest)
+        async throws(CoreError) -> CredentialDocument
     {
-        let key = try managed(name, .use, by: caller).key
-        func bytes(_ text: String?, _ field: String) throws(ControlError) -> [UInt8]? {
+        let key = try require(grant, .use).key
+        func bytes(_ text: String?, _ field: String) throws(CoreError) -> [UInt8]? {
             guard let text else { return nil }
-            guard let value = Base64URL.decode(text) else { throw .badRequest("\(field) is not base64url") }
+            guard let value = Base64URL.decode(text, standardAlphabet: true) else { throw .invalid("\(field) is not base64url") }
             return value
         }
         let resident = request.isResidentCredential ?? true
         guard let id = try bytes(request.credentialId, "credentialId"), !id.isEmpty else {
-            throw .badRequest("credentialId is required")
+            throw .invalid("credentialId is required")
         }
         guard let privateKey = try bytes(request.privateKey, "privateKey") else {
-            throw .badRequest("privateKey (base64url PKCS#8) is required")
+            throw .invalid("privateKey (base64url PKCS#8) is required")
         }
         let userHandle = try bytes(request.userHandle, "userHandle")
         let largeBlob = try bytes(request.largeBlob, "largeBlob")
-        guard !request.rpId.isEmpty else { throw .badRequest("rpId is required") }
+        guard !request.rpId.isEmpty else { throw .invalid("rpId is required") }
         guard let signCount = UInt32(exactly: request.signCount ?? 0) else {
-            throw .badRequest("signCount is 0 to 4294967295")
+            throw .invalid("signCount is 0 to 4294967295")
         }
         if resident {
             guard key.configuration.residentKeys else {
-                throw .badRequest("key \(name) has no resident keys (hasResidentKey false)")
+                throw .invalid("key \(grant.name) has no resident keys (hasResidentKey false)")
             }
             guard let userHandle, !userHandle.isEmpty else {
-                throw .badRequest("a resident credential needs a userHandle")
+                throw .invalid("a resident credential needs a userHandle")
             }
         }
         if largeBlob != nil {
-            guard resident else { throw .badRequest("only a resident credential can have a largeBlob") }
+            guard resident else { throw .invalid("only a resident credential can have a largeBlob") }
             guard key.configuration.largeBlobs else {
-                throw .badRequest("key \(name) has no large blobs (hasLargeBlob false)")
+                throw .invalid("key \(grant.name) has no large blobs (hasLargeBlob false)")
             }
         }
         let largeBlobKey = largeBlob == nil ? nil : SecureRandom.bytes(count: 32)
@@ -154,7 +155,7 @@ extension KeyManager {
             largeBlobKey: largeBlobKey
         )
         let authenticator = key.authenticator
-        let newId = try await administering(name) { () throws(AdministrationError) in
+        let newId = try await administering(grant.name) { () throws(AdministrationError) in
             try await authenticator.importCredential(imported)
         }
         if signCount > 0 { key.noteSignCount(signCount, of: newId) }
@@ -176,7 +177,7 @@ extension KeyManager {
                 signCount: signCount > 0 ? Int(signCount) : nil
             )
         }
-        let stored = try await administering(name) { () throws(AdministrationError) in
+        let stored = try await administering(grant.name) { () throws(AdministrationError) in
             try await authenticator.storedCredentials().first { $0.id == newId }
         }
         guard let stored else { throw .internalError("the seeded credential is not in the store") }
@@ -184,7 +185,7 @@ extension KeyManager {
     }
 
     private static func appendLargeBlob(_ blob: [UInt8], largeBlobKey: [UInt8], to authenticator: Authenticator)
-        async throws(ControlError)
+        async throws(CoreError)
     {
         do {
             let serialized = try await authenticator.largeBlobArray()
@@ -194,9 +195,9 @@ extension KeyManager {
             )
             try await authenticator.replaceLargeBlobArray(LargeBlobEntry.serialize(entries))
         } catch let error as AdministrationError {
-            throw ControlError(error, key: "large blob")
+            throw CoreError(error, key: "large blob")
         } catch {
-            throw .badRequest("cannot store the large blob: \(error)")
+            throw .invalid("cannot store the large blob: \(error)")
         }
     }
 }

@@ -1,24 +1,25 @@
 // Signals, export and import for the control API: the key manager finds the
 // key and hands the work to its engine (Authenticator+Signals.swift,
 // Authenticator+Exchange.swift). The passphrase work — scrypt and the
-// envelope — happens in the route handlers, off this actor, so a slow key
-// derivation holds up no other control request.
+// envelope — runs on the `BlockingWork` the daemon gives (NIO's thread pool),
+// off this actor, so a slow key derivation holds up no other control request.
 //
 // Logs say what changed in counts; credential IDs only at debug, and never a
 // passphrase or a key.
 
 import CTAP
 import Foundation
-import LatchkeyNames
+import LatchkeyContract
+import LatchkeyJSON
 import Logging
 
 extension KeyManager {
     // MARK: Signals
 
-    func signalAcceptedCredentials(_ name: KeyName, _ signal: AcceptedCredentialsSignal, by caller: Caller)
-        async throws(ControlError) -> SignalDocument
+    package func signalAcceptedCredentials(_ grant: KeyGrant, _ signal: AcceptedCredentialsSignal)
+        async throws(CoreError) -> SignalDocument
     {
-        try await applySignal(name, "accepted-credentials", by: caller) { () throws(ControlError) in
+        try await applySignal(grant, "accepted-credentials") { () throws(CoreError) in
             let userId = try Self.bytes(signal.userId, "userId")
             var accepted: [[UInt8]] = []
             for id in signal.allAcceptedCredentialIds {
@@ -34,10 +35,10 @@ extension KeyManager {
         }
     }
 
-    func signalCurrentUserDetails(_ name: KeyName, _ signal: CurrentUserDetailsSignal, by caller: Caller)
-        async throws(ControlError) -> SignalDocument
+    package func signalCurrentUserDetails(_ grant: KeyGrant, _ signal: CurrentUserDetailsSignal)
+        async throws(CoreError) -> SignalDocument
     {
-        try await applySignal(name, "current-user-details", by: caller) { () throws(ControlError) in
+        try await applySignal(grant, "current-user-details") { () throws(CoreError) in
             let userId = try Self.bytes(signal.userId, "userId")
             return { authenticator throws(AdministrationError) in
                 try await authenticator.signalCurrentUserDetails(
@@ -50,10 +51,10 @@ extension KeyManager {
         }
     }
 
-    func signalUnknownCredential(_ name: KeyName, _ signal: UnknownCredentialSignal, by caller: Caller)
-        async throws(ControlError) -> SignalDocument
+    package func signalUnknownCredential(_ grant: KeyGrant, _ signal: UnknownCredentialSignal)
+        async throws(CoreError) -> SignalDocument
     {
-        try await applySignal(name, "unknown-credential", by: caller) { () throws(ControlError) in
+        try await applySignal(grant, "unknown-credential") { () throws(CoreError) in
             let credentialId = try Self.bytes(signal.credentialId, "credentialId")
             return { authenticator throws(AdministrationError) in
                 try await authenticator.signalUnknownCredential(rpId: signal.rpId, credentialId: credentialId)
@@ -64,17 +65,17 @@ extension KeyManager {
     /// What a signal does to a key's engine.
     private typealias SignalWork = (Authenticator) async throws(AdministrationError) -> Authenticator.SignalOutcome
 
-    /// Finds the key, then reads the request's IDs (`prepare`: a key that does not exist is a 404
-    /// before a malformed ID is a 400), runs the signal on the engine, logs and answers what changed.
+    /// Finds the key, then reads the request's IDs (`prepare`: a key that does not exist is
+    /// `notFound` before a malformed ID is `invalid`), runs the signal on the engine, logs and answers
+    /// what changed.
     private func applySignal(
-        _ name: KeyName,
+        _ grant: KeyGrant,
         _ signal: String,
-        by caller: Caller,
-        prepare: () throws(ControlError) -> SignalWork
-    ) async throws(ControlError) -> SignalDocument {
-        let key = try managed(name, .use, by: caller).key
+        prepare: () throws(CoreError) -> SignalWork
+    ) async throws(CoreError) -> SignalDocument {
+        let key = try require(grant, .use).key
         let work = try prepare()
-        let outcome = try await administering(name) { () throws(AdministrationError) in
+        let outcome = try await administering(grant.name) { () throws(AdministrationError) in
             try await work(key.authenticator)
         }
         Self.log(key, signal, outcome)
@@ -95,35 +96,42 @@ extension KeyManager {
 
     // MARK: Export and import
 
-    /// The key's discoverable credentials as CXF JSON, sealed by `sealing`
-    /// (the passphrase envelope, made off this actor) or plaintext when it is
-    /// nil, for its owner, when the key is exportable or `pin` is its PIN
-    /// (verified by the key's engine: a wrong one costs a retry). A successful
-    /// export is a `key.exported` event and a journal line.
-    func exportCXF(
-        _ name: KeyName,
-        pin: String?,
-        by caller: Caller,
-        sealing: (@Sendable (Data) async throws -> Data)?
-    ) async throws -> (document: Data, count: Int) {
-        let managed = try managed(name, .export, by: caller)
+    /// The key's discoverable credentials as CXF JSON, for its owner, when the key
+    /// is exportable or the request carries its PIN (verified by the key's engine: a
+    /// wrong one costs a retry); sealed in the passphrase envelope or plaintext, as
+    /// the request asks. scrypt runs on `blocking`, off this actor, so a slow key
+    /// derivation holds up no other request. A successful export is a `key.exported`
+    /// event and a journal line.
+    package func exportCXF(_ grant: KeyGrant, _ request: ExportRequest) async throws(CoreError) -> (document: Data, count: Int) {
+        let managed = try require(grant, .export)
+        let passphrase = try request.passphraseChoice()
         let key = managed.key
-        let grant = try grantExport(managed, by: caller, evidence: try await exportEvidence(managed, pin: pin))
-        let exported = try await administering(name) { () throws(AdministrationError) in
+        let exportGrant = try grantExport(
+            managed, by: grant.caller, evidence: try await exportEvidence(managed, pin: request.pin)
+        )
+        let exported = try await administering(grant.name) { () throws(AdministrationError) in
             try await key.authenticator.exportCredentials()
         }
         let cxf = CXF.encode(
             exported.map(CXFPasskey.init),
             accountId: key.aaguid,
-            exporterDisplayName: "latchkey key \(name)",
+            exporterDisplayName: "latchkey key \(grant.name)",
             timestamp: UInt64(Date().timeIntervalSince1970)
         )
-        let document = try await sealing?(cxf) ?? cxf
+        var document = cxf
+        if let passphrase {
+            do {
+                let envelope = try await blocking.run { try ExchangeEnvelope.seal(Array(cxf), passphrase: passphrase) }
+                document = JSONValue.encodable(envelope)
+            } catch {
+                throw .internalError("the export could not be encrypted: \(error)")
+            }
+        }
         noteExport(
             of: managed,
-            by: caller,
-            grant: grant,
-            format: sealing == nil ? "cxf" : "cxf-encrypted",
+            by: grant.caller,
+            grant: exportGrant,
+            format: passphrase == nil ? "cxf" : "cxf-encrypted",
             count: exported.count
         )
         return (document, exported.count)
@@ -132,7 +140,7 @@ extension KeyManager {
     /// What an export request brings besides its caller: the engine's
     /// verdict on `pin`, or whether the key has a PIN that could have been
     /// given. An exportable key needs neither, so its PIN is not spent.
-    func exportEvidence(_ managed: Managed, pin: String?) async throws(ControlError) -> ExportEvidence {
+    func exportEvidence(_ managed: Managed, pin: String?) async throws(CoreError) -> ExportEvidence {
         let authenticator = managed.key.authenticator
         let name = managed.key.configuration.name
         if managed.key.configuration.exportable { return .noPIN(keyHasPIN: false) }
@@ -147,14 +155,14 @@ extension KeyManager {
             return .pinVerified
         } catch {
             // A store that fails is the daemon's failure, not a refused PIN.
-            guard error.code != .storage else { throw ControlError(error, key: name.rawValue) }
+            guard error.code != .storage else { throw CoreError(error, key: name.rawValue) }
             return .pinRefused(error.reason)
         }
     }
 
     /// The export tier's second condition (Keys/Access.swift), a refusal
     /// published and logged like any other.
-    func grantExport(_ managed: Managed, by caller: Caller, evidence: ExportEvidence) throws(ControlError)
+    func grantExport(_ managed: Managed, by caller: Caller, evidence: ExportEvidence) throws(CoreError)
         -> ExportGrant
     {
         do {
@@ -197,14 +205,13 @@ extension KeyManager {
         )
     }
 
-    /// Imports the passkeys among the entries `read` gives (called once the
-    /// caller may use the key); the rest, and passkeys the engine refuses,
-    /// are reported as skipped. The report keeps the document's order.
-    func importCXF(_ name: KeyName, by caller: Caller, read: () async throws -> [CXFEntry]) async throws
-        -> ImportReport
-    {
-        let key = try managed(name, .use, by: caller).key
-        let entries = try await read()
+    /// Imports the passkeys of the document `read` gives (read once the caller may
+    /// use the key, and opened with its passphrase when it is an envelope); the rest,
+    /// and passkeys the engine refuses, are reported as skipped. The report keeps the
+    /// document's order.
+    package func importCXF(_ grant: KeyGrant, read: () async throws -> ImportRequest) async throws -> ImportReport {
+        let key = try require(grant, .use).key
+        let entries = try await entries(of: try await read())
         var imported: [(Int, ImportReport.Imported)] = []
         var skipped: [(Int, ImportReport.Skipped)] = []
         var candidates: [(index: Int, entry: CXFEntry, passkey: CXFPasskey)] = []
@@ -227,7 +234,7 @@ extension KeyManager {
                 credBlob: passkey.credBlob
             )
         }
-        let outcomes = try await administering(name) { () throws(AdministrationError) in
+        let outcomes = try await administering(grant.name) { () throws(AdministrationError) in
             try await key.authenticator.importPasskeys(imports)
         }
         for (candidate, outcome) in zip(candidates, outcomes) {
@@ -261,6 +268,50 @@ extension KeyManager {
         return report
     }
 
+    /// The credentials of an import's document: opened with the passphrase when it
+    /// is an envelope (scrypt on `blocking`), read as CXF either way. An envelope that
+    /// does not open, or a document that is not CXF, is refused whole: nothing is
+    /// imported.
+    nonisolated func entries(of body: ImportRequest) async throws(CoreError) -> [CXFEntry] {
+        let plaintext: Data
+        if ExchangeEnvelope.isEnvelope(body.document) {
+            guard let passphrase = body.passphrase else {
+                throw CoreError(.passphraseRequired, "the file is encrypted: give its passphrase")
+            }
+            let envelope: ExchangeEnvelope
+            do {
+                envelope = try JSONDecoder().decode(ExchangeEnvelope.self, from: body.document.jsonData())
+            } catch {
+                throw .invalid("not a latchkey export envelope: \(error)")
+            }
+            let opened: Result<[UInt8], ExchangeEnvelope.Failure>
+            do {
+                opened = try await blocking.run {
+                    Result { () throws(ExchangeEnvelope.Failure) in try envelope.open(passphrase: passphrase) }
+                }
+            } catch {
+                throw .internalError("the envelope could not be opened: \(error)")
+            }
+            switch opened {
+            case .success(let bytes): plaintext = Data(bytes)
+            case .failure(let failure) where failure.kind == .decryptionFailed:
+                throw CoreError(.decryptionFailed, failure.reason)
+            case .failure(let failure):
+                throw .invalid("not a latchkey export envelope: \(failure.reason)")
+            }
+        } else {
+            guard body.passphrase == nil else {
+                throw .invalid("the document is plaintext CXF; a passphrase is for an encrypted one")
+            }
+            plaintext = body.document.jsonData()
+        }
+        do throws(CXFError) {
+            return try CXF.read(plaintext)
+        } catch {
+            throw .invalid("not a CXF document: \(error.reason)")
+        }
+    }
+
     private static func skipped(_ entry: CXFEntry, _ reason: String) -> ImportReport.Skipped {
         ImportReport.Skipped(
             location: entry.location,
@@ -272,9 +323,9 @@ extension KeyManager {
 
     // MARK: Shared
 
-    static func bytes(_ text: String, _ field: String) throws(ControlError) -> [UInt8] {
-        guard let bytes = Base64URL.decode(text), !bytes.isEmpty else {
-            throw .badRequest("\(field) must be non-empty base64url")
+    static func bytes(_ text: String, _ field: String) throws(CoreError) -> [UInt8] {
+        guard let bytes = Base64URL.decode(text, standardAlphabet: true), !bytes.isEmpty else {
+            throw .invalid("\(field) must be non-empty base64url")
         }
         return bytes
     }

@@ -1,12 +1,14 @@
 // CI overrides: the outcome of a key's next N operations, queued through the
 // control API (POST /v1/keys/{name}/overrides). Two stages consume them:
 // the presence decision (approve, deny, timeout, uv-false: PresenceBroker) and the
-// transport, on the engine's response (bogus-signature, malformed-response,
-// drop-connection: HIDSession). `ResponseTampering` holds the response
-// rewrites; they are pure functions of the response bytes.
+// engine's response (bogus-signature, malformed-response, drop-connection), which a
+// transport's HID session hands to the key's `SessionHooks` before it sends it.
+// `ResponseTampering` holds the response rewrites; they are pure functions of the
+// response bytes.
 
 import CBOR
 import Foundation
+import Logging
 import Synchronization
 
 /// What an override does to the operation it catches.
@@ -160,6 +162,65 @@ public final class OverrideQueue: Sendable {
     var hasResponseOverrides: Bool {
         state.withLock { $0.entries.contains { $0.action.stage == .response } }
     }
+}
+
+/// What a key's HID sessions need from it for CI overrides: the response stage,
+/// told as events, and a way to yank the key from the session's transport.
+public struct SessionHooks: Sendable {
+    /// The key's override queue.
+    var overrides: OverrideQueue
+    /// Told when an override acted (for the event stream).
+    var applied: @Sendable (OverrideAction, OverrideOperation) -> Void
+    /// Yanks the key from this transport (drop-connection).
+    public var drop: @Sendable () -> Void
+
+    /// What the session does with the engine's `response` to `request` (a
+    /// CTAPHID_CBOR request when `cbor`, else an APDU): sends it as the key's
+    /// response-stage override leaves it, if one catches this operation, or drops
+    /// the connection; `logger` (the session's) notes an override that acted.
+    public func respond(to request: [UInt8], cbor: Bool, with response: [UInt8], logger: Logger) -> ResponseOverride {
+        guard overrides.hasResponseOverrides else { return .send(response) }
+        let operation = cbor ? request.first.flatMap(OverrideOperation.init(cborCommand:)) : OverrideOperation(apdu: request)
+        guard let operation else { return .send(response) }
+        func bogus() -> [UInt8]? {
+            cbor
+                ? ResponseTampering.bogusSignature(cbor: response, operation: operation)
+                : ResponseTampering.bogusSignature(apdu: response)
+        }
+        func malformed() -> [UInt8]? {
+            cbor ? ResponseTampering.malformed(cbor: response) : ResponseTampering.malformed(apdu: response)
+        }
+        // An override acts only where it can: a bogus signature needs a
+        // signature, a malformed response a successful one. Otherwise it
+        // waits for the next operation.
+        let action = overrides.take(.response, operation: operation) { action in
+            switch action {
+            case .bogusSignature: bogus() != nil
+            case .malformedResponse: malformed() != nil
+            default: true
+            }
+        }
+        guard let action else { return .send(response) }
+        logger.notice(
+            "override applied",
+            metadata: ["override": "\(action.rawValue)", "operation": "\(operation.rawValue)"]
+        )
+        applied(action, operation)
+        switch action {
+        case .bogusSignature: return .send(bogus() ?? response)
+        case .malformedResponse: return .send(malformed() ?? response)
+        case .dropConnection: return .drop
+        case .approve, .deny, .timeout, .uvFalse: return .send(response)
+        }
+    }
+}
+
+/// What a HID session does with the engine's answer.
+public enum ResponseOverride: Sendable, Equatable {
+    /// Sends these bytes (the answer, or an override's rewrite of it).
+    case send([UInt8])
+    /// Sends nothing and drops the connection (drop-connection).
+    case drop
 }
 
 /// The response rewrites of the response-stage overrides.

@@ -4,9 +4,9 @@
 
 import CBOR
 import CTAP
-import CTAPHID
 import Foundation
 import LatchkeyCrypto
+import LatchkeyJSON
 import LatchkeyStore
 import Logging
 import Synchronization
@@ -27,13 +27,13 @@ public final class VirtualKey: Sendable {
     public let authenticator: Authenticator
     public let presence: PresenceBroker
     /// Where the requests of the key's transports run (KeyEngineExecutor.swift).
-    let engineExecutor: KeyEngineExecutor
+    package let engineExecutor: KeyEngineExecutor
     /// The key's queued CI overrides (POST /v1/keys/{name}/overrides).
     public let overrides = OverrideQueue()
     /// Where the key's events go.
     public let events: EventBus
     private let signCounts = SignCountBook()
-    let logger: Logger
+    package let logger: Logger
 
     /// Opens (or creates) the key's store under `directory` and its identity.
     init(
@@ -218,25 +218,18 @@ public final class VirtualKey: Sendable {
 
     /// The serial number hosts see on either transport (USB iSerialNumber, uhid
     /// uniq): the key's name after part of its AAGUID, at most 63 bytes.
-    var serialNumber: String {
+    package var serialNumber: String {
         let tag = aaguid.prefix(4).map { String(format: "%02x", $0) }.joined()
         return String("latchkey-\(tag)-\(configuration.name)".prefix(63))
     }
 
     /// The account the key belongs to (Keys/Access.swift): its configuration's owner, or
     /// the daemon's own uid. The transports ask the access rules with it.
-    var owner: UInt32 { configuration.owner ?? getuid() }
-
-    /// CTAPHID_INIT's capability flags: a U2F-only key offers no CBOR.
-    var hidCapabilities: UInt8 {
-        configuration.protocolMode == .u2fOnly
-            ? CTAPHIDConstants.capabilityWink
-            : CTAPHIDConstants.capabilityWink | CTAPHIDConstants.capabilityCBOR
-    }
+    package var owner: UInt32 { configuration.owner ?? getuid() }
 
     /// A transport's session hooks: the override queue, events for the
     /// overrides that act, and `drop` to yank the key from that transport.
-    func sessionHooks(drop: @escaping @Sendable () -> Void) -> SessionHooks {
+    package func sessionHooks(drop: @escaping @Sendable () -> Void) -> SessionHooks {
         let events = self.events
         let name = configuration.name.rawValue
         let authenticator = self.authenticator

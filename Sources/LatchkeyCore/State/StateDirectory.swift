@@ -6,7 +6,7 @@
 //     <state>/keys/<name>/credentials.db
 //
 // Two checks stand between a request and the disk. A `KeyName` cannot spell
-// a separator or a dot name (LatchkeyNames), so the path built here is one
+// a separator or a dot name (LatchkeyContract), so the path built here is one
 // level below `keys/`; and before it creates, deletes or replaces anything,
 // this code resolves the path it is about to touch (realpath: symbolic
 // links, `.` and `..`) and refuses one that is not a direct child of the
@@ -17,7 +17,7 @@
 
 import Foundation
 import Glibc
-import LatchkeyNames
+import LatchkeyContract
 
 /// A path the daemon refused to touch because it resolves outside the
 /// keys directory.
@@ -29,7 +29,7 @@ struct StatePathError: Error, Equatable, CustomStringConvertible {
 }
 
 /// Paths below the daemon's state directory.
-struct StateDirectory: Sendable {
+package struct StateDirectory: Sendable {
     /// The state directory as configured.
     let root: String
 
@@ -138,7 +138,7 @@ struct StateDirectory: Sendable {
     }
 
     /// realpath(3): the absolute path with every link, `.` and `..` resolved; nil when it does not exist.
-    static func resolve(_ path: String) -> String? {
+    package static func resolve(_ path: String) -> String? {
         guard let resolved = realpath(path, nil) else { return nil }
         defer { free(resolved) }
         return String(cString: resolved)

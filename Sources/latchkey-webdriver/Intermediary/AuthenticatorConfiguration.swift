@@ -7,7 +7,7 @@
 // (transport "usb"). Every switch the spec defaults to false is sent to
 // latchkeyd explicitly, because latchkeyd's own defaults are "everything on".
 
-import LatchkeyNames
+import LatchkeyJSON
 
 /// A checked Authenticator Configuration.
 public struct AuthenticatorConfiguration: Sendable, Equatable {

@@ -8,7 +8,8 @@
 // switches on its in-browser virtual authenticator environment: Chromium
 // keeps talking to real HID devices, and finds the latchkey key among them.
 
-import LatchkeyNames
+import LatchkeyContract
+import LatchkeyJSON
 import Logging
 import NIOHTTP1
 

@@ -1,7 +1,7 @@
 // `latchkeyctl keys list | create | show | delete`.
 
 import ArgumentParser
-import LatchkeyNames
+import LatchkeyContract
 
 struct Keys: ParsableCommand {
     static let configuration = CommandConfiguration(
