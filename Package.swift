@@ -153,7 +153,7 @@ let package = Package(
             name: "LatchkeyDaemon",
             dependencies: [
                 "LatchkeyCore", "CTAPHID", "CTAP", "LatchkeyStore", "USBIP", "LatchkeyUHID", "LatchkeyContract",
-                "LatchkeyJSON", "LatchkeyNotifications", "LatchkeySystem", "CMalloc",
+                "LatchkeyNotifications", "LatchkeySystem", "CMalloc",
                 nioCore, .product(name: "NIOPosix", package: "swift-nio"), nioHTTP1,
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"), logging, serviceLifecycle, hummingbird,
                 .product(name: "HummingbirdCore", package: "hummingbird"),

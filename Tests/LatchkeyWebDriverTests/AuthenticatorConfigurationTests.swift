@@ -78,8 +78,8 @@ struct AuthenticatorConfigurationTests {
         let configuration = try Self.configuration([
             "extensions": .array([.string("largeBlob"), .string("credBlob"), .string("minPinLength"), .string("prf")])
         ])
-        #expect(configuration.hasLargeBlob && configuration.hasCredBlob && configuration.hasMinPinLength)
-        #expect(configuration.hasPrf)
+        #expect(configuration[.largeBlob] && configuration[.credBlob] && configuration[.minPinLength])
+        #expect(configuration[.prf] && !configuration[.residentKeys])
     }
 
     @Test(

@@ -59,33 +59,16 @@ public struct KeyConfiguration: Sendable, Equatable {
     public var attestation: String = "batch"
     /// What the key speaks: CTAP 2.1 (with U2F), or U2F alone.
     public var protocolMode: ProtocolMode = .ctap21
-    /// Discoverable credentials (getInfo rk).
-    public var residentKeys = true
     /// Whether built-in user verification may succeed (WebDriver's
     /// isUserVerified, set through the control API); whether the key offers
     /// it at all, and how, is the policy's user-verification.
     public var userVerified = true
-    /// authenticatorLargeBlobs and the largeBlobKey extension.
-    public var largeBlobs = true
-    /// The credBlob extension.
-    public var credBlob = true
-    /// The minPinLength extension.
-    public var minPinLength = true
-    /// hmac-secret (and hmac-secret-mc), which WebAuthn's PRF uses.
-    public var prf = true
-    /// The thirdPartyPayment extension (CTAP 2.2), on as on a YubiKey 5.7+.
-    public var thirdPartyPayment = true
-    /// The persistent pinUvAuthToken (CTAP 2.2 perCredMgmtRO, getInfo
-    /// encIdentifier and encCredStoreState), on as on a YubiKey 5.7+.
-    public var persistentPinUvAuthToken = true
-    /// The drafted previewSign extension (the WebAuthn sign extension v4,
-    /// with ARKG): off by default, as a draft whose identifiers are still
-    /// placeholders.
-    public var previewSign = false
-    /// Enterprise attestation (CTAP 2.1 §7.1): off by default; on, the key
-    /// gets a certificate of its own and getInfo's ep (false until
-    /// authenticatorConfig enables it).
-    public var enterpriseAttestation = false
+    /// The feature switches (LatchkeyContract's `KeyFeature` table): resident
+    /// keys, large blobs, the extensions, the persistent pinUvAuthToken and
+    /// enterprise attestation (CTAP 2.1 §7.1: on, the key gets a certificate of
+    /// its own and getInfo's ep, false until authenticatorConfig enables it).
+    /// Each at its default unless the configuration or the request names it.
+    public var features = KeyFeatures()
     /// The RP IDs vendor-facilitated enterprise attestation serves.
     public var enterpriseAttestationRpIds: [String] = []
     /// The credential algorithms offered, in preference order (getInfo
@@ -201,6 +184,15 @@ public struct DaemonConfiguration: Sendable, Equatable {
         return DaemonConfiguration(stateDirectory: state, controlSocket: socket)
     }
 
+    /// The [[keys]] table's feature lines of `documentedDefaults`, one per row of
+    /// the `KeyFeature` table: `# key = default`, its comment from column 28.
+    private static var featureLines: String {
+        KeyFeature.all.map { feature in
+            let line = "# \(feature.configurationKey) = \(feature.defaultValue)"
+            return line + String(repeating: " ", count: max(2, 28 - line.count)) + "# \(feature.configurationComment)"
+        }.joined(separator: "\n")
+    }
+
     /// The configuration file format with every key and its default.
     public static let documentedDefaults = """
         # latchkeyd configuration (TOML). Every key is optional; shown with its default.
@@ -249,15 +241,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
         # manufacturer = "latchkey"
         # attestation = "batch"     # batch | self | none
         # protocol = "ctap2.1"      # ctap2.1 | u2f-only
-        # resident-keys = true      # discoverable credentials (getInfo rk)
-        # large-blob = true         # authenticatorLargeBlobs and largeBlobKey
-        # cred-blob = true          # the credBlob extension
-        # min-pin-length = true     # the minPinLength extension
-        # prf = true                # hmac-secret and hmac-secret-mc (WebAuthn PRF)
-        # third-party-payment = true  # the thirdPartyPayment extension (CTAP 2.2)
-        # persistent-token = true   # perCredMgmtRO: a read-only credential management token that lasts
-        # preview-sign = false      # the drafted previewSign extension (WebAuthn sign v4, ARKG)
-        # enterprise-attestation = false  # ep: a certificate naming this key, once authenticatorConfig enables it
+        \(featureLines)
         # enterprise-attestation-rp-ids = ["corp.example"]  # RP IDs for vendor-facilitated enterprise attestation
         # algorithms = ["ES256", "EdDSA", "ES384", "RS256", "ES512", "PS256", "ES256K", "ESP256", "ESP384", "ESP512", "Ed25519", "ML-DSA-65", "ML-DSA-87"]
         # max-discoverable-credentials = 1000  # then CTAP2_ERR_KEY_STORE_FULL; 1 to 100000
@@ -479,15 +463,9 @@ struct TableReader {
             }
             key.protocolMode = mode
         }
-        if let value = try bool("resident-keys") { key.residentKeys = value }
-        if let value = try bool("large-blob") { key.largeBlobs = value }
-        if let value = try bool("cred-blob") { key.credBlob = value }
-        if let value = try bool("min-pin-length") { key.minPinLength = value }
-        if let value = try bool("prf") { key.prf = value }
-        if let value = try bool("third-party-payment") { key.thirdPartyPayment = value }
-        if let value = try bool("persistent-token") { key.persistentPinUvAuthToken = value }
-        if let value = try bool("preview-sign") { key.previewSign = value }
-        if let value = try bool("enterprise-attestation") { key.enterpriseAttestation = value }
+        for feature in KeyFeature.all {
+            if let value = try bool(feature.configurationKey) { key.features[feature] = value }
+        }
         if let value = try strings("enterprise-attestation-rp-ids") { key.enterpriseAttestationRpIds = value }
         if let value = value("algorithms") {
             let names = value.array.map { $0.compactMap(\.string) }

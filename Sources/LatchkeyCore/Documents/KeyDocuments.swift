@@ -6,6 +6,7 @@
 
 import CTAP
 import Foundation
+import LatchkeyContract
 import LatchkeyJSON
 
 /// A key as the control API shows it.
@@ -87,51 +88,41 @@ public enum UHIDState: String, Codable, Sendable, Equatable {
     case destroyed
 }
 
-/// A key's feature switches, with WebDriver's names where it has them
-/// (WebAuthn §11 "Authenticator Configuration").
-public struct KeyOptionsDocument: Codable, Sendable, Equatable {
+/// What a key was made with: its protocol, user verification, its feature
+/// switches under their `KeyFeature` option names (WebDriver's where WebAuthn §11
+/// has one: hasResidentKey, hasLargeBlob, ...), algorithms and limits: one JSON
+/// object.
+public typealias KeyOptionsDocument = WithFeatureSwitches<KeyOptions>
+
+/// A key's options besides its feature switches.
+public struct KeyOptions: Codable, Sendable, Equatable {
     /// "ctap2.1" or "u2f-only".
     public var `protocol`: String
-    public var hasResidentKey: Bool
     public var hasUserVerification: Bool
     /// Whether built-in user verification may succeed (the policy's
     /// user-verification decides how).
     public var isUserVerified: Bool
-    public var hasLargeBlob: Bool
-    public var hasCredBlob: Bool
-    public var hasMinPinLength: Bool
-    public var hasPrf: Bool
-    /// The thirdPartyPayment extension (CTAP 2.2).
-    public var hasThirdPartyPayment: Bool
-    /// The persistent pinUvAuthToken (CTAP 2.2 perCredMgmtRO).
-    public var hasPersistentToken: Bool
-    /// The drafted previewSign extension (WebAuthn sign v4, with ARKG).
-    public var hasPreviewSign: Bool
-    /// Enterprise attestation capable (getInfo ep).
-    public var hasEnterpriseAttestation: Bool
     /// The RP IDs vendor-facilitated enterprise attestation serves.
     public var enterpriseAttestationRpIds: [String]
     /// The credential algorithms offered, in preference order (IANA names).
     public var algorithms: [String]
     /// How many discoverable credentials the key holds before it is full.
     public var maxDiscoverableCredentials: Int
+}
 
+extension WithFeatureSwitches where Settings == KeyOptions {
     init(_ key: KeyConfiguration, presence: PresenceBroker) {
-        `protocol` = key.protocolMode.rawValue
-        hasResidentKey = key.residentKeys
-        hasUserVerification = presence.builtInUserVerification
-        isUserVerified = presence.builtInUserVerification && presence.isUserVerified
-        hasLargeBlob = key.largeBlobs
-        hasCredBlob = key.credBlob
-        hasMinPinLength = key.minPinLength
-        hasPrf = key.prf
-        hasThirdPartyPayment = key.thirdPartyPayment
-        hasPersistentToken = key.persistentPinUvAuthToken
-        hasPreviewSign = key.previewSign
-        hasEnterpriseAttestation = key.enterpriseAttestation
-        enterpriseAttestationRpIds = key.enterpriseAttestationRpIds
-        algorithms = key.algorithms.map(\.name)
-        maxDiscoverableCredentials = key.maxDiscoverableCredentials
+        self.init(
+            KeyOptions(
+                protocol: key.protocolMode.rawValue,
+                hasUserVerification: presence.builtInUserVerification,
+                isUserVerified: presence.builtInUserVerification && presence.isUserVerified,
+                enterpriseAttestationRpIds: key.enterpriseAttestationRpIds,
+                algorithms: key.algorithms.map(\.name),
+                maxDiscoverableCredentials: key.maxDiscoverableCredentials
+            ),
+            features: KeyFeatureSwitches(key.features)
+        )
     }
 }
 
@@ -151,9 +142,13 @@ public struct StatusDocument: Codable, Sendable {
 }
 
 /// POST /v1/keys, and what key.json remembers of a key made through the API.
-/// The feature switches take WebDriver's names (WebAuthn §11); left out, a
-/// key has everything but user verification.
-public struct CreateKeyRequest: Codable, Sendable {
+/// The feature switches take their `KeyFeature` option names (WebDriver's,
+/// WebAuthn §11, where it has them); left out, a key has each feature's default
+/// and no user verification. The settings and the switches are one JSON object.
+public typealias CreateKeyRequest = WithFeatureSwitches<CreateKeySettings>
+
+/// A key creation request's settings besides its feature switches.
+public struct CreateKeySettings: Codable, Sendable {
     public var name: String
     /// The account the key is for: the caller's own when left out; another
     /// only for root. key.json holds the uid it named.
@@ -170,7 +165,6 @@ public struct CreateKeyRequest: Codable, Sendable {
     /// "ctap2.1" (default) or "u2f-only"; WebDriver's "ctap2", "ctap2_1" and
     /// "ctap1/u2f" are accepted too.
     public var `protocol`: String?
-    public var hasResidentKey: Bool?
     /// Built-in user verification: true sets the policy's user-verification
     /// to auto (presence auto) or prompt, false to deny, unless `policy`
     /// names it.
@@ -181,14 +175,6 @@ public struct CreateKeyRequest: Codable, Sendable {
     /// WebDriver's isUserConsenting: false makes the presence mode `deny`
     /// unless `presence` says otherwise.
     public var isUserConsenting: Bool?
-    public var hasLargeBlob: Bool?
-    public var hasCredBlob: Bool?
-    public var hasMinPinLength: Bool?
-    public var hasPrf: Bool?
-    public var hasThirdPartyPayment: Bool?
-    public var hasPersistentToken: Bool?
-    public var hasPreviewSign: Bool?
-    public var hasEnterpriseAttestation: Bool?
     public var enterpriseAttestationRpIds: [String]?
     /// The credential algorithms to offer, in preference order: IANA names
     /// ("ES256", "RS256", ...); left out, all of them in the default order.
@@ -196,8 +182,10 @@ public struct CreateKeyRequest: Codable, Sendable {
     /// How many discoverable credentials the key holds before it is full:
     /// 1 to 100,000; left out, 1000.
     public var maxDiscoverableCredentials: Int?
+}
 
-    public init(name: String) { self.name = name }
+extension WithFeatureSwitches where Settings == CreateKeySettings {
+    public init(name: String) { self.init(CreateKeySettings(name: name)) }
 
     /// The protocol mode `protocol` names; nil for a name it is not.
     package static func protocolMode(_ name: String?) -> ProtocolMode? {

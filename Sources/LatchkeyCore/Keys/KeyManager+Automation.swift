@@ -128,7 +128,7 @@ extension KeyManager {
             throw .invalid("signCount is 0 to 4294967295")
         }
         if resident {
-            guard key.configuration.residentKeys else {
+            guard key.configuration.features[.residentKeys] else {
                 throw .invalid("key \(grant.name) has no resident keys (hasResidentKey false)")
             }
             guard let userHandle, !userHandle.isEmpty else {
@@ -137,7 +137,7 @@ extension KeyManager {
         }
         if largeBlob != nil {
             guard resident else { throw .invalid("only a resident credential can have a largeBlob") }
-            guard key.configuration.largeBlobs else {
+            guard key.configuration.features[.largeBlob] else {
                 throw .invalid("key \(grant.name) has no large blobs (hasLargeBlob false)")
             }
         }

@@ -172,7 +172,7 @@ package actor KeyManager {
         if let attestation = request.attestation { key.attestation = attestation }
         if let policy = request.policy { key.policy = policy }
         key.protocolMode = CreateKeyRequest.protocolMode(request.protocol) ?? .ctap21
-        if let value = request.hasResidentKey { key.residentKeys = value }
+        for (feature, value) in request.features.values { key.features[feature] = value }
         // WebDriver's hasUserVerification is the policy's user-verification,
         // unless the request's policy names it: silent in auto mode, a
         // person's approval otherwise (a person is never verified silently).
@@ -180,15 +180,7 @@ package actor KeyManager {
             key.policy.userVerification = value ? ((key.presence ?? defaultPresence) == .auto ? .auto : .prompt) : .deny
         }
         if let value = request.isUserVerified { key.userVerified = value }
-        if let value = request.hasLargeBlob { key.largeBlobs = value }
-        if let value = request.hasCredBlob { key.credBlob = value }
-        if let value = request.hasMinPinLength { key.minPinLength = value }
-        if let value = request.hasThirdPartyPayment { key.thirdPartyPayment = value }
-        if let value = request.hasPersistentToken { key.persistentPinUvAuthToken = value }
-        if let value = request.hasPreviewSign { key.previewSign = value }
-        if let value = request.hasEnterpriseAttestation { key.enterpriseAttestation = value }
         if let value = request.enterpriseAttestationRpIds { key.enterpriseAttestationRpIds = value }
-        if let value = request.hasPrf { key.prf = value }
         if let names = request.algorithms, let algorithms = try? KeyConfiguration.algorithms(named: names) {
             key.algorithms = algorithms
         }

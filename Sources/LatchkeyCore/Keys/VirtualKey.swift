@@ -5,6 +5,7 @@
 import CBOR
 import CTAP
 import Foundation
+import LatchkeyContract
 import LatchkeyCrypto
 import LatchkeyJSON
 import LatchkeyStore
@@ -83,7 +84,7 @@ public final class VirtualKey: Sendable {
             builtInUserVerification: policy.userVerification != .deny
         )
         Self.applyFeatures(of: configuration, to: &engine)
-        if configuration.enterpriseAttestation {
+        if configuration.features[.enterpriseAttestation] {
             engine.enterpriseAttestationIdentity = try Self.loadEnterpriseIdentity(
                 store: store, aaguid: aaguid, name: configuration.name.rawValue, logger: logger
             )
@@ -122,25 +123,18 @@ public final class VirtualKey: Sendable {
         )
     }
 
-    /// The engine's feature switches for the key's options.
+    /// The engine's feature switches for the key's options. An extension is off
+    /// when its feature is (the `KeyFeature` table names each feature's
+    /// extensions); the features that are more than extensions switch the
+    /// engine's own settings.
     static func applyFeatures(of key: KeyConfiguration, to engine: inout AuthenticatorConfiguration) {
         engine.ctap2Enabled = key.protocolMode == .ctap21
-        engine.residentKeys = key.residentKeys
-        engine.largeBlobs = key.largeBlobs
+        engine.residentKeys = key.features[.residentKeys]
+        engine.largeBlobs = key.features[.largeBlob]
         engine.algorithms = key.algorithms
         engine.maxDiscoverableCredentials = key.maxDiscoverableCredentials
-        var extensions = Set(ExtensionIdentifier.supported)
-        if !key.largeBlobs { extensions.remove(ExtensionIdentifier.largeBlobKey) }
-        if !key.credBlob { extensions.remove(ExtensionIdentifier.credBlob) }
-        if !key.minPinLength { extensions.remove(ExtensionIdentifier.minPinLength) }
-        if !key.prf {
-            extensions.remove(ExtensionIdentifier.hmacSecret)
-            extensions.remove(ExtensionIdentifier.hmacSecretMakeCredential)
-        }
-        if !key.thirdPartyPayment { extensions.remove(ExtensionIdentifier.thirdPartyPayment) }
-        if !key.previewSign { extensions.remove(ExtensionIdentifier.previewSign) }
-        engine.enabledExtensions = extensions
-        engine.persistentPinUvAuthToken = key.persistentPinUvAuthToken
+        engine.enabledExtensions = Set(ExtensionIdentifier.supported).subtracting(key.features.extensionsOff)
+        engine.persistentPinUvAuthToken = key.features[.persistentToken]
         engine.enterpriseAttestationRpIds = Set(key.enterpriseAttestationRpIds)
     }
 

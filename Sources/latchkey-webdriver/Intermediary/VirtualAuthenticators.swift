@@ -36,7 +36,7 @@ struct VirtualAuthenticators: Sendable {
             let configuration = try await owned(id, session)
             let parameters = try CredentialParameters(
                 parameters: .object(try object(body)),
-                supportsLargeBlob: configuration.hasLargeBlob
+                supportsLargeBlob: configuration[.largeBlob]
             )
             let answer = try await control.send(.POST, "/v1/keys/\(id)/credentials", parameters.seedRequest)
             if answer.status == 507 {
