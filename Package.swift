@@ -30,10 +30,11 @@ let package = Package(
     name: "latchkey",
     // Each product is the target of its name.
     products: [
-        "CBOR", "CTAPHID", "LatchkeyCrypto", "CTAP", "LatchkeyStore", "USBIP", "LatchkeySystem", "LatchkeyNames",
-        // Only for the fuzzers in Fuzz/ (its JSON parsers, through @_spi(Fuzzing)); the
-        // daemon is an application, not an API.
-        "LatchkeyDaemon",
+        "CBOR", "CTAPHID", "LatchkeyCrypto", "CTAP", "LatchkeyStore", "USBIP", "LatchkeySystem", "LatchkeyJSON",
+        "LatchkeyContract",
+        // Only for the fuzzers in Fuzz/: the key core's JSON parsers. The core and the
+        // daemon are an application, not an API.
+        "LatchkeyJSONFuzzing",
     ].map { .library(name: $0, targets: [$0]) }
         + ["latchkeyd", "latchkeyctl", "latchkey-webdriver"].map { .executable(name: $0, targets: [$0]) },
     dependencies: [
@@ -51,6 +52,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
         // HTTPField for the headers latchkey-webdriver forwards (Hummingbird's own types).
         .package(url: "https://github.com/apple/swift-http-types", from: "1.4.0"),
+        // base64url, in the one place latchkey reads and writes it (LatchkeyJSON), without Foundation.
+        .package(url: "https://github.com/swift-extras/swift-extras-base64", from: "1.2.0"),
     ],
     targets: [
         // System libraries.
@@ -84,9 +87,17 @@ let package = Package(
         ),
         .target(name: "USBIP", dependencies: ["LatchkeyErrors"], swiftSettings: strict),
 
-        // Values shared by the daemon, latchkeyctl and latchkey-webdriver (KeyName, LatchkeyVersion,
-        // SocketLocation, JSONValue): no I/O, no Foundation.
-        .target(name: "LatchkeyNames", swiftSettings: strict),
+        // What latchkeyd and its clients (latchkeyctl, latchkey-webdriver) agree on: a key's name
+        // (KeyName), its feature switches (KeyFeature), where the control socket is, the version.
+        // No I/O, no Foundation.
+        .target(name: "LatchkeyContract", swiftSettings: strict),
+        // JSON as WebAuthn, CXF and the control API write it: any JSON value as a tree (JSONValue)
+        // and byte strings as base64url. No I/O, no Foundation.
+        .target(
+            name: "LatchkeyJSON",
+            dependencies: [.product(name: "ExtrasBase64", package: "swift-extras-base64")],
+            swiftSettings: strict
+        ),
 
         // The one system-call wrapper (EINTR, errno) the I/O targets share.
         .target(name: "LatchkeySystem", swiftSettings: strict),
@@ -119,32 +130,54 @@ let package = Package(
             swiftSettings: strict
         ),
 
-        // The daemon: configuration, keys, HID sessions, the USB/IP server, the
-        // control API. It owns the system calls the protocol targets never make.
+        // The key core: configuration values, the state directory, the keys with their access
+        // rules, consent, exchange and events, and the documents that show them. No NIO, no
+        // Hummingbird, no HTTP: its callers map its errors (CoreError) to their own.
+        .target(
+            name: "LatchkeyCore",
+            dependencies: [
+                "CBOR", "CTAP", "LatchkeyCrypto", "LatchkeyStore", "LatchkeySystem", "LatchkeyNotifications",
+                "LatchkeyJSON", "LatchkeyContract", "CZlib", logging, .product(name: "TOMLKit", package: "TOMLKit"),
+            ],
+            // one folder per concern, each with a README saying what it owns
+            exclude: ["README.md"] + ["Keys", "Consent", "Exchange"].map { "\($0)/README.md" },
+            swiftSettings: daemonSettings
+        ),
+        // The key core's JSON parsers played with arbitrary bytes, for the fuzzers in Fuzz/ and
+        // the replay tests.
+        .target(
+            name: "LatchkeyJSONFuzzing",
+            dependencies: ["LatchkeyCore", "LatchkeyJSON", "LatchkeyCrypto", "CTAP"],
+            exclude: ["README.md"],
+            swiftSettings: strict
+        ),
+
+        // The daemon: the key core's adapters. The service (start, stop, systemd), the
+        // transports (uhid, the USB/IP server, HID sessions) and the control API (Hummingbird).
+        // It owns the system calls the protocol targets never make.
         .target(
             name: "LatchkeyDaemon",
             dependencies: [
-                "CBOR", "CTAPHID", "CTAP", "LatchkeyCrypto", "LatchkeyStore", "USBIP", "LatchkeyUHID", "CZlib",
-                "LatchkeyNames", "LatchkeyNotifications", "LatchkeySystem", "CMalloc",
+                "LatchkeyCore", "CTAPHID", "CTAP", "LatchkeyStore", "USBIP", "LatchkeyUHID", "LatchkeyContract",
+                "LatchkeyNotifications", "LatchkeySystem", "CMalloc",
                 nioCore, .product(name: "NIOPosix", package: "swift-nio"), nioHTTP1,
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"), logging, serviceLifecycle, hummingbird,
                 .product(name: "HummingbirdCore", package: "hummingbird"),
-                .product(name: "TOMLKit", package: "TOMLKit"),
             ],
             // one folder per concern, each with a README saying what it owns
-            exclude: ["README.md"] + ["Service", "Keys", "Transports", "Consent", "Control", "Exchange", "Fuzzing"]
-                .map { "\($0)/README.md" },
+            exclude: ["README.md"] + ["Service", "Transports", "Control"].map { "\($0)/README.md" },
             swiftSettings: daemonSettings
         ),
         .executableTarget(
             name: "latchkeyd",
-            dependencies: ["LatchkeyDaemon", "LatchkeyNames", argumentParser, logging],
+            dependencies: ["LatchkeyDaemon", "LatchkeyCore", "LatchkeyContract", argumentParser, logging],
             swiftSettings: daemonSettings
         ),
         .executableTarget(
             name: "latchkeyctl",
             dependencies: [
-                "LatchkeySystem", "LatchkeyNames", "LatchkeyNotifications", argumentParser, asyncHTTPClient, nioCore,
+                "LatchkeySystem", "LatchkeyContract", "LatchkeyJSON", "LatchkeyNotifications", argumentParser,
+                asyncHTTPClient, nioCore,
                 nioHTTP1, logging,
             ],
             swiftSettings: strict
@@ -157,7 +190,7 @@ let package = Package(
         .target(
             name: "LatchkeyWebDriver",
             dependencies: [
-                "LatchkeyNames", "LatchkeySystem", hummingbird, .product(name: "HTTPTypes", package: "swift-http-types"),
+                "LatchkeyContract", "LatchkeyJSON", "LatchkeySystem", hummingbird, .product(name: "HTTPTypes", package: "swift-http-types"),
                 asyncHTTPClient, nioCore, nioHTTP1, logging, serviceLifecycle,
             ],
             path: "Sources/latchkey-webdriver/Intermediary",
@@ -165,7 +198,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "latchkey-webdriver",
-            dependencies: ["LatchkeyWebDriver", "LatchkeyNames", argumentParser, logging],
+            dependencies: ["LatchkeyWebDriver", "LatchkeyContract", argumentParser, logging],
             path: "Sources/latchkey-webdriver/Command",
             swiftSettings: daemonSettings
         ),
@@ -179,17 +212,25 @@ let package = Package(
             dependencies: ["CTAPHID", "LatchkeyTestSupport"],
             resources: [.copy("Crashers")]
         ),
-        .testTarget(name: "LatchkeyNamesTests", dependencies: ["LatchkeyNames"]),
+        .testTarget(name: "LatchkeyContractTests", dependencies: ["LatchkeyContract"]),
+        .testTarget(name: "LatchkeyJSONTests", dependencies: ["LatchkeyJSON"]),
         .testTarget(name: "LatchkeySystemTests", dependencies: ["LatchkeySystem"]),
         .testTarget(name: "LatchkeyNotificationsTests", dependencies: ["LatchkeyNotifications"]),
         .testTarget(
             name: "LatchkeyWebDriverTests",
-            dependencies: ["LatchkeyWebDriver", "LatchkeyNames", nioCore, .product(name: "NIOPosix", package: "swift-nio")]
+            dependencies: ["LatchkeyWebDriver", "LatchkeyJSON", "LatchkeyContract", nioCore, .product(name: "NIOPosix", package: "swift-nio")]
+        ),
+        .testTarget(
+            name: "LatchkeyCoreTests",
+            dependencies: [
+                "LatchkeyCore", "LatchkeyJSONFuzzing", "LatchkeyContract", "LatchkeyJSON", "CTAP", "CBOR",
+                "LatchkeyCrypto", "LatchkeyNotifications",
+            ]
         ),
         .testTarget(
             name: "LatchkeyDaemonTests",
             dependencies: [
-                "LatchkeyDaemon", "LatchkeyNames", "CTAP", "CTAPHID", "USBIP",
+                "LatchkeyDaemon", "LatchkeyCore", "LatchkeyContract", "CTAP", "CTAPHID", "USBIP",
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]
         ),

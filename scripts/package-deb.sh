@@ -28,7 +28,7 @@
 #   /usr/share/man/man1/latchkey{d,ctl,-webdriver}.1.gz   swift-argument-parser's generate-manual
 #   bash, zsh and fish completions             latchkey{d,ctl,-webdriver} --generate-completion-script
 #   DEBIAN/{postinst,prerm,postrm}             packaging/deb/ (they never enable the service)
-# Version: LatchkeyVersion.string (Sources/LatchkeyNames/Version.swift), as the built
+# Version: LatchkeyVersion.string (Sources/LatchkeyContract/Version.swift), as the built
 # latchkeyd --version reports it. Depends: dpkg-shlibdeps on the binaries (libc6,
 # libstdc++6 and libgcc-s1, which the static Swift runtime links; libssl3,
 # libsqlite3-0, libudev1, zlib1g; anything else is an error: a Swift runtime library
@@ -78,7 +78,7 @@ else
 fi
 
 VERSION=$("$BIN/latchkeyd" --version)
-SOURCE_VERSION=$(sed -n 's/.*static let string = "\(.*\)".*/\1/p' Sources/LatchkeyNames/Version.swift)
+SOURCE_VERSION=$(sed -n 's/.*static let string = "\(.*\)".*/\1/p' Sources/LatchkeyContract/Version.swift)
 [ "$VERSION" = "$SOURCE_VERSION" ] || die "latchkeyd --version says '$VERSION', Version.swift '$SOURCE_VERSION'"
 [ "$("$BIN/latchkeyctl" --version)" = "$VERSION" ] || die "latchkeyctl --version is not $VERSION"
 # the date in the manual pages, and the files' mtimes: the last commit's, so that a

@@ -3,11 +3,12 @@
 # fresh Debian 12 machine, then builds and runs every test. CI runs exactly this.
 #
 #   scripts/test.sh                  # everything below, in this order:
-#     deps (apt, pip) -> the test accounts (scripts/test-accounts.sh) -> swift build +
-#     swift test -> pytest (latchkeyctl, the daemon end to end over USB/IP, run as lk-owner) -> Yubico's device suite over USB/IP
+#     deps (apt, pip) -> the test accounts (scripts/test-accounts.sh) -> swift build (failing on
+#     a warning from Sources/ or Tests/, scripts/warnings.sh) + swift test -> pytest (latchkeyctl, the daemon end to end over USB/IP, run as lk-owner) -> Yubico's device suite over USB/IP
 #     (scripts/device-suite.sh) -> systemd unit checks -> the real-kernel
 #     tests in the VM rig (scripts/kernel-tests.sh) -> a short fuzz replay -> the
-#     allocation gate (scripts/bench-gate.sh: benchmark malloc counts, release build)
+#     allocation gate (scripts/bench-gate.sh: benchmark malloc counts; its release build of
+#     latchkeyd is also the check that the release build prints no warning of ours)
 #   LATCHKEY_SKIP_DEPS=1 ...         # skip the apt/pip step (offline, already set up)
 #   LATCHKEY_SKIP_KERNEL_TESTS=1 ... # skip the VM rig (Tests/rig; building its images needs root)
 #   LATCHKEY_FUZZ_RUNS=N ...         # inputs per fuzzer in the smoke run (default 20000, 0 skips)
@@ -70,8 +71,11 @@ else
     echo "test accounts: not root and no sudo; the e2e suite runs latchkeyd as $(id -un) and skips the other-account tests" >&2
 fi
 
-log "swift build"
-swift build --build-tests
+log "swift build (no warning from our sources: scripts/warnings.sh)"
+build_log="$(mktemp)"
+swift build --build-tests 2>&1 | tee "$build_log"
+scripts/warnings.sh "$build_log"
+rm -f "$build_log"
 
 log "swift test"
 swift test --skip-build

@@ -3,8 +3,9 @@
 
 import ArgumentParser
 import Foundation
+import LatchkeyCore
 import LatchkeyDaemon
-import LatchkeyNames
+import LatchkeyContract
 import Logging
 
 @main

@@ -6,6 +6,7 @@
 import CTAP
 import Foundation
 import Glibc
+import LatchkeyCore
 import LatchkeyNotifications
 import LatchkeyStore
 import Logging
@@ -44,7 +45,7 @@ public struct Daemon: Sendable {
         let events = EventBus()
         let manager = KeyManager(
             configuration: configuration, masterKey: masterKey, board: board, transports: hub,
-            events: events, logger: logger
+            events: events, blocking: ThreadPoolWork(), logger: logger
         )
         do {
             try await manager.startAll()

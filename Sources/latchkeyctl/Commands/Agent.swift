@@ -12,7 +12,7 @@
 import ArgumentParser
 import Foundation
 import Glibc
-import LatchkeyNames
+import LatchkeyContract
 import LatchkeyNotifications
 import Logging
 import Synchronization
