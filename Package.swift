@@ -79,6 +79,8 @@ let package = Package(
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         // glibc's <malloc.h> (mallopt, malloc_trim), part of libc itself.
         .systemLibrary(name: "CMalloc"),
+        // prctl(2) with fixed arguments (Swift cannot call a variadic C function).
+        .systemLibrary(name: "CProcessControl"),
         .systemLibrary(
             name: "CLinuxHID",
             pkgConfig: "libudev",
@@ -103,8 +105,8 @@ let package = Package(
         // SocketLocation, JSONValue): no I/O, no Foundation.
         .target(name: "LatchkeyNames", swiftSettings: strict),
 
-        // The one system-call wrapper (EINTR, errno) the I/O targets share.
-        .target(name: "LatchkeySystem", swiftSettings: strict),
+        // The one system-call wrapper (EINTR, errno) the I/O targets share; process hardening.
+        .target(name: "LatchkeySystem", dependencies: ["CProcessControl"], swiftSettings: strict),
 
         // Consent prompts as desktop notifications (org.freedesktop.Notifications through gdbus) and
         // their text, escaped in one place: latchkeyd shows its own user's, `latchkeyctl agent` each
@@ -125,7 +127,8 @@ let package = Package(
         .target(
             name: "LatchkeyStore",
             dependencies: [
-                "CTAP", "CBOR", "LatchkeyCrypto", "LatchkeySystem", .product(name: "GRDB", package: "GRDB.swift"),
+                "CTAP", "CBOR", "LatchkeyCrypto", "LatchkeyErrors", "LatchkeySystem",
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: strict
         ),
@@ -149,7 +152,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "latchkeyd",
-            dependencies: ["LatchkeyDaemon", "LatchkeyNames", argumentParser, logging],
+            dependencies: ["LatchkeyDaemon", "LatchkeyNames", "LatchkeyStore", argumentParser, logging],
             swiftSettings: daemonSettings
         ),
         .executableTarget(

@@ -28,10 +28,12 @@ as_root() {
 
 install_deps() {
     # dbus, libglib2.0-bin (gdbus) and python3-gi: a private session bus and a fake
-    # notification server for the desktop-notification tests. dpkg-dev and binutils:
+    # notification server for the desktop-notification tests; gnome-keyring and
+    # libsecret-tools (secret-tool): the Secret Service the master key is sealed in
+    # (Tests/e2e/test_secrets_at_rest.py). dpkg-dev and binutils:
     # scripts/package-deb.sh, for the kernel tests' deb suite.
     local apt_packages=(libssl-dev libudev-dev libsqlite3-dev zlib1g-dev pkg-config python3 python3-pip clang systemd
-        dbus libglib2.0-bin python3-gi dpkg-dev binutils)
+        dbus libglib2.0-bin python3-gi dpkg-dev binutils gnome-keyring libsecret-tools)
     local missing=()
     for package in "${apt_packages[@]}"; do
         dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
