@@ -26,6 +26,18 @@ let hummingbird: Target.Dependency = .product(name: "Hummingbird", package: "hum
 let serviceLifecycle: Target.Dependency = .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")
 let swiftCrypto: Target.Dependency = .product(name: "Crypto", package: "swift-crypto")
 
+/// The packages our dependencies bring, at the versions they resolve to today (see
+/// `dependencies` below for why they are listed).
+let pinnedTransitiveDependencies: [Package.Dependency] = [
+    ("apple/swift-algorithms", "1.2.1"), ("apple/swift-asn1", "1.7.4"), ("apple/swift-async-algorithms", "1.1.4"),
+    ("apple/swift-atomics", "1.3.0"), ("apple/swift-certificates", "1.21.1"), ("apple/swift-collections", "1.6.0"),
+    ("apple/swift-configuration", "1.4.0"), ("apple/swift-distributed-tracing", "1.7.3"),
+    ("apple/swift-http-structured-headers", "1.7.0"), ("apple/swift-metrics", "2.13.0"),
+    ("apple/swift-nio-http2", "1.46.0"), ("apple/swift-nio-ssl", "2.37.6"),
+    ("apple/swift-nio-transport-services", "1.28.0"), ("apple/swift-numerics", "1.1.1"),
+    ("apple/swift-service-context", "1.5.1"), ("apple/swift-system", "1.8.1"),
+].map { .package(url: "https://github.com/\($0.0)", exact: Version(stringLiteral: $0.1)) }
+
 let package = Package(
     name: "latchkey",
     // Each product is the target of its name.
@@ -37,24 +49,29 @@ let package = Package(
         "LatchkeyJSONFuzzing",
     ].map { .library(name: $0, targets: [$0]) }
         + ["latchkeyd", "latchkeyctl", "latchkey-webdriver"].map { .executable(name: $0, targets: [$0]) },
+    // Every version exact, the packages the ones we use depend on included: Package.resolved is
+    // not committed (these machines' copies of the packages have their own commit ids), so this
+    // list is what makes two builds of one commit link the same code. A package is updated here
+    // on purpose, with its reason in the commit. The transitive ones are listed only to fix
+    // their versions (SwiftPM warns that no target uses them).
     dependencies: [
-        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
-        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
-        .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
-        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
-        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
-        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
-        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
-        .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-nio", exact: "2.101.3"),
+        .package(url: "https://github.com/apple/swift-nio-extras", exact: "1.35.2"),
+        .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", exact: "2.13.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", exact: "2.28.1"),
+        .package(url: "https://github.com/LebJe/TOMLKit", exact: "0.6.0"),
         // latchkeyctl's HTTP client on the control socket (http+unix).
-        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/swift-server/async-http-client", exact: "1.37.0"),
         // ML-DSA-65/87 (BoringSSL), which Debian 12's OpenSSL 3.0 lacks.
-        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-crypto", exact: "4.5.2"),
         // HTTPField for the headers latchkey-webdriver forwards (Hummingbird's own types).
-        .package(url: "https://github.com/apple/swift-http-types", from: "1.4.0"),
+        .package(url: "https://github.com/apple/swift-http-types", exact: "1.8.0"),
         // base64url, in the one place latchkey reads and writes it (LatchkeyJSON), without Foundation.
-        .package(url: "https://github.com/swift-extras/swift-extras-base64", from: "1.2.0"),
-    ],
+        .package(url: "https://github.com/swift-extras/swift-extras-base64", exact: "1.2.0"),
+    ] + pinnedTransitiveDependencies,
     targets: [
         // System libraries.
         .systemLibrary(
@@ -65,6 +82,8 @@ let package = Package(
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         // glibc's <malloc.h> (mallopt, malloc_trim), part of libc itself.
         .systemLibrary(name: "CMalloc"),
+        // prctl(2) with fixed arguments (Swift cannot call a variadic C function).
+        .systemLibrary(name: "CProcessControl"),
         .systemLibrary(
             name: "CLinuxHID",
             pkgConfig: "libudev",
@@ -99,8 +118,8 @@ let package = Package(
             swiftSettings: strict
         ),
 
-        // The one system-call wrapper (EINTR, errno) the I/O targets share.
-        .target(name: "LatchkeySystem", swiftSettings: strict),
+        // The one system-call wrapper (EINTR, errno) the I/O targets share; process hardening.
+        .target(name: "LatchkeySystem", dependencies: ["CProcessControl"], swiftSettings: strict),
 
         // Consent prompts as desktop notifications (org.freedesktop.Notifications on one sd-bus
         // connection) and their text, escaped in one place: latchkeyd shows its own user's,
@@ -125,7 +144,8 @@ let package = Package(
         .target(
             name: "LatchkeyStore",
             dependencies: [
-                "CTAP", "CBOR", "LatchkeyCrypto", "LatchkeySystem", .product(name: "GRDB", package: "GRDB.swift"),
+                "CTAP", "CBOR", "LatchkeyCrypto", "LatchkeyErrors", "LatchkeySystem",
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: strict
         ),
@@ -170,7 +190,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "latchkeyd",
-            dependencies: ["LatchkeyDaemon", "LatchkeyCore", "LatchkeyContract", argumentParser, logging],
+            dependencies: ["LatchkeyDaemon", "LatchkeyCore", "LatchkeyContract", "LatchkeyStore", argumentParser, logging],
             swiftSettings: daemonSettings
         ),
         .executableTarget(

@@ -6,6 +6,7 @@
 public import CTAP
 import Foundation
 import LatchkeyContract
+public import LatchkeyStore
 import TOMLKit
 
 /// How user presence is decided for a key.
@@ -153,6 +154,13 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var presenceTimeoutSeconds: Int = 30
     /// How long after a key powers up authenticatorReset is allowed.
     public var resetWindowSeconds: Int = 10
+    /// Where the master key is kept (`[master-key] source`).
+    public var masterKeySource: MasterKeySourceKind = .file
+    /// The encrypted credential systemd loads and `--seal-master-key` writes
+    /// (systemd-credential); nil means `<state>/master-key.cred`.
+    public var masterKeyCredentialFile: String?
+    /// `systemd-creds encrypt --with-key=` for `--seal-master-key`.
+    public var masterKeyWithKey: String = "auto"
     /// Consent policy of every key (`[policy]`); keys override it.
     public var policy = PolicySettings()
     /// The keys: the `[[keys]]` tables; without any, one key named "default" owned
@@ -203,6 +211,11 @@ public struct DaemonConfiguration: Sendable, Equatable {
         # log-level = "info"                               # trace, debug, info, notice, warning, error, critical
         # reset-window-seconds = 10                        # authenticatorReset only this long after a key powers up
         # default-key = true                               # without [[keys]], one key "default" owned by the daemon's account
+
+        [master-key]                # where the key that seals every store is kept (docs/security.md)
+        # source = "file"           # file (<state>/master-key, plaintext) | systemd-credential | secret-service
+        # credential-file = "/var/lib/latchkeyd/master-key.cred"  # systemd-credential: LoadCredentialEncrypted= loads it; <state>/master-key.cred
+        # with-key = "auto"         # systemd-credential: systemd-creds --with-key when sealing; auto: tpm2, else host
 
         [uhid]
         # enabled = "auto"          # on | off | auto (on when /dev/uhid can be opened)
@@ -267,6 +280,19 @@ public struct DaemonConfiguration: Sendable, Equatable {
         if let value = try reader.int("reset-window-seconds") { resetWindowSeconds = value }
         // Without [[keys]] tables the implicit key stays, unless this file says there is none.
         if let value = try reader.bool("default-key"), !value, try reader.tables("keys") == nil { keys = [] }
+        if var section = try reader.table("master-key") {
+            if let value = try section.string("source") {
+                guard let kind = MasterKeySourceKind(rawValue: value) else {
+                    throw ConfigurationError(
+                        "\(section.path): source must be \"file\", \"systemd-credential\" or \"secret-service\", not \"\(value)\""
+                    )
+                }
+                masterKeySource = kind
+            }
+            if let value = try section.string("credential-file") { masterKeyCredentialFile = value }
+            if let value = try section.string("with-key") { masterKeyWithKey = value }
+            try section.finish()
+        }
         if var section = try reader.table("uhid") {
             if let value = try section.transportSwitch("enabled") { uhid = value }
             if let value = try section.string("path") { uhidPath = value }
@@ -319,6 +345,15 @@ public struct DaemonConfiguration: Sendable, Equatable {
         try reader.finish()
     }
 
+    /// The master key's source as the store finds it, for the state directory
+    /// as an absolute path (which names the key's keyring item).
+    public func masterKey(environment: [String: String]) -> MasterKeySource {
+        MasterKeySource(
+            kind: masterKeySource, stateDirectory: PrivateDirectory.absolute(stateDirectory),
+            credentialFile: masterKeyCredentialFile, withKey: masterKeyWithKey, environment: environment
+        )
+    }
+
     /// Checks values that TOML types alone cannot.
     public func validate() throws(ConfigurationError) {
         guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(logLevel) else {
@@ -331,6 +366,12 @@ public struct DaemonConfiguration: Sendable, Equatable {
             throw ConfigurationError("reset-window-seconds must be between 0 and 3600")
         }
         _ = try ListenAddress(usbipListen)
+        guard ["auto", "host", "tpm2", "host+tpm2"].contains(masterKeyWithKey) else {
+            throw ConfigurationError("master-key with-key must be auto, host, tpm2 or host+tpm2, not \"\(masterKeyWithKey)\"")
+        }
+        if let file = masterKeyCredentialFile, !file.hasPrefix("/") {
+            throw ConfigurationError("master-key credential-file must be an absolute path, not \"\(file)\"")
+        }
         var seen: Set<KeyName> = []
         for key in keys {
             guard seen.insert(key.name).inserted else { throw ConfigurationError("two keys are named \"\(key.name)\"") }
