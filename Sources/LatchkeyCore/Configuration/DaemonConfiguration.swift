@@ -345,15 +345,6 @@ public struct DaemonConfiguration: Sendable, Equatable {
         try reader.finish()
     }
 
-    /// The master key's source as the store finds it, for the state directory
-    /// as an absolute path (which names the key's keyring item).
-    public func masterKey(environment: [String: String]) -> MasterKeySource {
-        MasterKeySource(
-            kind: masterKeySource, stateDirectory: PrivateDirectory.absolute(stateDirectory),
-            credentialFile: masterKeyCredentialFile, withKey: masterKeyWithKey, environment: environment
-        )
-    }
-
     /// Checks values that TOML types alone cannot.
     public func validate() throws(ConfigurationError) {
         guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(logLevel) else {
