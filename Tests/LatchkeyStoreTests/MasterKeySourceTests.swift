@@ -93,10 +93,10 @@ private final class Fixture {
     /// A store in the state directory, as a key's store (`keys/NAME/credentials.db`).
     func makeStore() throws {
         try FileManager.default.createDirectory(atPath: state + "/keys/default", withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: state + "/keys/default/credentials.db", contents: Data())
+        _ = FileManager.default.createFile(atPath: state + "/keys/default/credentials.db", contents: Data())
     }
 
-    func lock() { FileManager.default.createFile(atPath: keyring + "/locked", contents: Data()) }
+    func lock() { _ = FileManager.default.createFile(atPath: keyring + "/locked", contents: Data()) }
 }
 
 private func expectFailure(
@@ -141,7 +141,7 @@ struct MasterKeySourceTests {
     @Test("file: a systemd credential beside the file source is a conflict, not ignored")
     func fileWithCredential() throws {
         let fixture = try Fixture()
-        FileManager.default.createFile(atPath: fixture.credentials + "/master-key", contents: Data(count: 32))
+        _ = FileManager.default.createFile(atPath: fixture.credentials + "/master-key", contents: Data(count: 32))
         expectFailure(.conflict, saying: "systemd-credential") {
             _ = try MasterKey.obtain(fixture.source(.file, credentialsDirectory: true))
         }
