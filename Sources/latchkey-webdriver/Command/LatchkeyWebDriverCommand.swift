@@ -36,6 +36,10 @@ struct LatchkeyWebDriverCommand: AsyncParsableCommand {
               driver = webdriver.Remote("http://127.0.0.1:4445", options=webdriver.ChromeOptions())
               driver.add_virtual_authenticator(VirtualAuthenticatorOptions(has_resident_key=True))
 
+            Isolation (--isolation account, the default): the browser behind --upstream must run \
+            as this account, and no other browser of the account may hold a key at the same time: \
+            run each parallel browser, and its latchkey-webdriver, as an account of its own.
+
             It listens on 127.0.0.1 only and serves only connections from its own account and \
             root (the kernel names the account behind each connection) whose Host is \
             127.0.0.1, localhost or [::1] with its port; anything else gets a WebDriver error \
@@ -45,11 +49,23 @@ struct LatchkeyWebDriverCommand: AsyncParsableCommand {
         version: LatchkeyVersion.string
     )
 
-    @Option(name: .long, help: "The loopback port to listen on (0: any free port, logged).")
-    var port = 4445
+    @Option(name: .long, help: "The loopback port to listen on (0: any free port, logged; default 4445).")
+    var port: Int?
 
-    @Option(name: .long, help: "The browser driver's base URL (chromedriver, geckodriver, a Selenium Grid).")
-    var upstream = "http://127.0.0.1:9515"
+    @Option(
+        name: .long,
+        help: "The browser driver's base URL (chromedriver, geckodriver, a Selenium Grid; default http://127.0.0.1:9515)."
+    )
+    var upstream: String?
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "account: each browser is its account's, one at a time per account (default); off: no check.",
+            discussion: "docs/automation.md, \"Parallel tests\": keys are their owner's, and a browser reaches every key of its account."
+        )
+    )
+    var isolation = "account"
 
     @Option(
         name: .long,
@@ -67,8 +83,13 @@ struct LatchkeyWebDriverCommand: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel = "info"
 
+    var listenPort: Int { port ?? 4445 }
+    var upstreamURL: String { upstream ?? "http://127.0.0.1:9515" }
+
     func validate() throws {
-        guard (0...65535).contains(port) else { throw ValidationError("--port must be 0 to 65535") }
+        guard (0...65535).contains(listenPort) else { throw ValidationError("--port must be 0 to 65535") }
+        guard IsolationMode(rawValue: isolation) != nil else { throw ValidationError("--isolation must be account or off") }
+        let upstream = upstreamURL
         guard upstream.hasPrefix("http://") || upstream.hasPrefix("https://"), URL(string: upstream)?.host != nil else {
             throw ValidationError("--upstream must be an http:// or https:// URL, e.g. http://127.0.0.1:9515")
         }
@@ -87,11 +108,13 @@ struct LatchkeyWebDriverCommand: AsyncParsableCommand {
         LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
         var logger = Logger(label: "latchkey-webdriver")
         logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
+        let isolation = IsolationMode(rawValue: isolation) ?? .account
         let options = IntermediaryOptions(
-            port: port,
-            upstream: upstream,
+            port: listenPort,
+            upstream: upstreamURL,
             socketPath: socketPath,
-            idleTimeout: .milliseconds(Int64(idleTimeout * 1000))
+            idleTimeout: .milliseconds(Int64(idleTimeout * 1000)),
+            isolation: isolation
         )
         try await Intermediary.run(options, logger: logger)
     }
