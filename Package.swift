@@ -51,6 +51,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
         // HTTPField for the headers latchkey-webdriver forwards (Hummingbird's own types).
         .package(url: "https://github.com/apple/swift-http-types", from: "1.4.0"),
+        // latchkey-webdriver --devtools: the DevTools gateway's WebSocket server (for CDP clients)
+        // and its message types; the browser's side is NIO's own client (BrowserSocket.swift).
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", exact: "2.8.1"),
+        .package(url: "https://github.com/hummingbird-project/swift-websocket", exact: "1.6.2"),
     ],
     targets: [
         // System libraries.
@@ -153,6 +157,9 @@ let package = Package(
             dependencies: [
                 "LatchkeyNames", "LatchkeySystem", hummingbird, .product(name: "HTTPTypes", package: "swift-http-types"),
                 asyncHTTPClient, nioCore, nioHTTP1, logging, serviceLifecycle,
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "WSCore", package: "swift-websocket"),
+                .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOWebSocket", package: "swift-nio"),
             ],
             path: "Sources/latchkey-webdriver/Intermediary",
             swiftSettings: daemonSettings

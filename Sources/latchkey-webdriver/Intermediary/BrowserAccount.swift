@@ -88,6 +88,26 @@ struct BrowserAccount: Sendable {
         )
     }
 
+    /// Makes the key `name` for a browser whose keys are `ownKeys` when the rules allow:
+    /// they are asked before, the key is made (`make`), they are asked again with it made
+    /// (of two browsers adding keys at once, neither keeps one) and it is removed
+    /// (`remove`) if they refuse then. A refusal is thrown as `refused(message)`.
+    func admit<Failure: Error>(
+        _ name: String,
+        ownKeys: Set<String>,
+        control: ControlAPI,
+        refused: (String) -> Failure,
+        make: () async throws(Failure) -> Void,
+        remove: () async -> Void
+    ) async throws(Failure) {
+        if let refusal = await refusal(ownKeys: ownKeys, control: control) { throw refused(refusal) }
+        try await make()
+        if let refusal = await refusal(ownKeys: ownKeys.union([name]), control: control) {
+            await remove()
+            throw refused(refusal)
+        }
+    }
+
     /// The two rules as a function of what the kernel and latchkeyd said.
     static func decide(
         upstream: String,

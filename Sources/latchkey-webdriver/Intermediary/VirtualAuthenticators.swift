@@ -111,15 +111,17 @@ struct VirtualAuthenticators: Sendable {
         -> String
     {
         let configuration = try AuthenticatorConfiguration(parameters: .object(parameters))
-        let mine = await sessions.authenticators(of: session)
-        if let refusal = await account.refusal(ownKeys: mine, control: control) { throw .unknownError(refusal) }
         let name = Self.newKeyName()
-        let answer = try await control.send(.POST, "/v1/keys", configuration.createKeyRequest(name: name))
-        try expect(answer, [201], authenticator: name)
-        // Asked again with the key made: of two sessions adding keys at once, neither keeps one.
-        if let refusal = await account.refusal(ownKeys: mine.union([name]), control: control) {
+        try await account.admit(
+            name,
+            ownKeys: await sessions.authenticators(of: session),
+            control: control,
+            refused: WebDriverError.unknownError
+        ) { () async throws(WebDriverError) in
+            let answer = try await control.send(.POST, "/v1/keys", configuration.createKeyRequest(name: name))
+            try expect(answer, [201], authenticator: name)
+        } remove: {
             await removeKeys([name], reason: "isolation")
-            throw .unknownError(refusal)
         }
         await sessions.add(name, configuration: configuration, to: session)
         logger.info("virtual authenticator added", metadata: ["session": "\(session)", "key": "\(name)"])
