@@ -29,7 +29,8 @@
 #      browser matrix (Chromium and Firefox ESR x uhid and USB/IP x built-in UV and PIN
 #      x four WebAuthn flows; Tests/kernel/browsers/matrix.py), then Selenium through
 #      latchkey-webdriver with Chromium (Tests/kernel/browsers/webdriver_intermediary.py).
-#      LATCHKEY_KERNEL_SUITES="base browsers deb" picks which (default all three);
+#      LATCHKEY_KERNEL_SUITES="base browsers deb" picks which (default all three; "devtools",
+#      the DevTools gateway with Playwright and four parallel browsers, runs when named);
 #      LATCHKEY_BROWSERS="firefox" runs only those of "chromium firefox selenium webdriver-firefox".
 #      VM 3 (base image + systemd udev; systemd as PID 1): --suite deb -
 #      scripts/package-deb.sh builds the .deb first, then Tests/kernel/deb-checks.sh:
@@ -162,17 +163,29 @@ BROWSERS_PACKAGES="firefox-esr xvfb xdotool x11-utils x11-apps python3-distutils
 # cryptography: see BASE_WHEELS.
 BROWSERS_WHEELS="marionette-driver==3.7.1 selenium==4.51.0 cryptography==48.0.0"
 DEB_PACKAGES="systemd udev"  # the deb suite: systemd as PID 1; the package's dependencies are in the base
+# The devtools suite (LATCHKEY_KERNEL_SUITES=devtools; Tests/kernel/devtools-checks.sh): Xvfb for
+# four Chromium windows; PyPI's Playwright, pytest and pytest-xdist, websocket-client for the raw
+# CDP client; inet_diag and tcp_diag, through which latchkey-webdriver names its peers and the
+# browser's account. LATCHKEY_DEVTOOLS_ROUNDS: registrations and sign-ins per worker (20).
+DEVTOOLS_PACKAGES="xvfb libatomic1"  # libatomic1: the node binary inside PyPI's playwright
+DEVTOOLS_WHEELS="playwright==1.65.2 pytest==9.2.0 pytest-xdist==3.8.0 websocket-client==1.9.2 cryptography==48.0.0"
+DEVTOOLS_MODULES="inet_diag tcp_diag"
 suite_image() {  # SUITE: sets IMAGE_OPT, IMAGE_PACKAGES, IMAGE_WHEELS and IMAGE_DIR
     case "$1" in
         base) IMAGE_OPT= IMAGE_PACKAGES=$BASE_PACKAGES IMAGE_WHEELS=$BASE_WHEELS ;;
         browsers) IMAGE_OPT=--chromium IMAGE_PACKAGES=$BROWSERS_PACKAGES IMAGE_WHEELS=$BROWSERS_WHEELS ;;
         deb) IMAGE_OPT= IMAGE_PACKAGES=$DEB_PACKAGES IMAGE_WHEELS= ;;
-        *) echo "kernel-tests: unknown suite $1 (base, browsers, deb)" >&2; exit 2 ;;
+        devtools) IMAGE_OPT=--chromium IMAGE_PACKAGES=$DEVTOOLS_PACKAGES IMAGE_WHEELS=$DEVTOOLS_WHEELS ;;
+        *) echo "kernel-tests: unknown suite $1 (base, browsers, deb, devtools)" >&2; exit 2 ;;
     esac
     # shellcheck disable=SC2086
     IMAGE_DIR=$(image_env "$RIG/build-image.sh" $IMAGE_OPT --print-dir)
 }
-image_env() { env RIG_CACHE="$RIG_CACHE" EXTRA_PACKAGES="$IMAGE_PACKAGES" EXTRA_WHEELS="$IMAGE_WHEELS" "$@"; }
+image_modules() { [ "$1" = devtools ] && echo "$DEVTOOLS_MODULES"; }
+image_env() {
+    env RIG_CACHE="$RIG_CACHE" EXTRA_PACKAGES="$IMAGE_PACKAGES" EXTRA_WHEELS="$IMAGE_WHEELS" \
+        EXTRA_MODULES="$(image_modules "$suite")" "$@"
+}
 for suite in $SUITES; do
     suite_image "$suite"
     # shellcheck disable=SC2086
@@ -182,7 +195,7 @@ for suite in $SUITES; do
     t=$(date +%s)
     # shellcheck disable=SC2086
     as_root env RIG_CACHE="$RIG_CACHE" EXTRA_PACKAGES="$IMAGE_PACKAGES" EXTRA_WHEELS="$IMAGE_WHEELS" \
-        "$RIG/build-image.sh" $IMAGE_OPT --out "$IMAGE_DIR" \
+        EXTRA_MODULES="$(image_modules "$suite")" "$RIG/build-image.sh" $IMAGE_OPT --out "$IMAGE_DIR" \
         || { echo "kernel-tests: build-image.sh $IMAGE_OPT failed" >&2; exit 1; }
     log "rig image built in $(( $(date +%s) - t )) s: $(sed -n 's/^rootfs: //p' "$IMAGE_DIR/build-info.txt")"
 done
@@ -210,7 +223,7 @@ for suite in $SUITES; do
     suite_image "$suite"
     # the browser matrix starts two browsers under TCG: minutes each on a busy host
     timeout=1500
-    [ "$suite" = browsers ] && timeout=2400
+    [ "$suite" = browsers ] || [ "$suite" = devtools ] && timeout=2400
     env_vars=(RIG_EXTRA_SHARES="${EXTRA_SHARES# }" RIG_TIMEOUT="${LATCHKEY_KERNEL_TIMEOUT:-$timeout}"
         RIG_IMAGE_DIR="$IMAGE_DIR")
     # the browsers find keys through udev (hotplug events, device properties); 3 GiB
@@ -224,6 +237,9 @@ for suite in $SUITES; do
     checks=(bash Tests/kernel/guest-checks.sh --bin "$BIN" --suite "$suite" "${only_args[@]}" "${ARTIFACT_ARGS[@]}")
     # the package under systemd: the daemon is the installed one, started by systemctl
     [ "$suite" = deb ] && env_vars+=(RIG_INIT=systemd RIG_UDEV=1) && checks=(bash Tests/kernel/deb-checks.sh --deb "$DEB")
+    # four browsers at once: 4 GiB
+    [ "$suite" = devtools ] && env_vars+=(RIG_UDEV=1 RIG_MEM=4G) \
+        && checks=(bash Tests/kernel/devtools-checks.sh --bin "$BIN" --rounds "${LATCHKEY_DEVTOOLS_ROUNDS:-20}")
     env "${env_vars[@]}" "$RIG/run.sh" "$REPO" "${checks[@]}" \
         | tee "$OUT/$suite.log"
     rc=${PIPESTATUS[0]}
