@@ -26,36 +26,56 @@ let hummingbird: Target.Dependency = .product(name: "Hummingbird", package: "hum
 let serviceLifecycle: Target.Dependency = .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")
 let swiftCrypto: Target.Dependency = .product(name: "Crypto", package: "swift-crypto")
 
+/// The packages our dependencies bring, at the versions they resolve to today (see
+/// `dependencies` below for why they are listed).
+let pinnedTransitiveDependencies: [Package.Dependency] = [
+    ("apple/swift-algorithms", "1.2.1"), ("apple/swift-asn1", "1.7.4"), ("apple/swift-async-algorithms", "1.1.4"),
+    ("apple/swift-atomics", "1.3.0"), ("apple/swift-certificates", "1.21.1"), ("apple/swift-collections", "1.6.0"),
+    ("apple/swift-configuration", "1.4.0"), ("apple/swift-distributed-tracing", "1.7.3"),
+    ("apple/swift-http-structured-headers", "1.7.0"), ("apple/swift-metrics", "2.13.0"),
+    ("apple/swift-nio-http2", "1.46.0"), ("apple/swift-nio-ssl", "2.37.6"),
+    ("apple/swift-nio-transport-services", "1.28.0"), ("apple/swift-numerics", "1.1.1"),
+    ("apple/swift-service-context", "1.5.1"), ("apple/swift-system", "1.8.1"),
+].map { .package(url: "https://github.com/\($0.0)", exact: Version(stringLiteral: $0.1)) }
+
 let package = Package(
     name: "latchkey",
     // Each product is the target of its name.
     products: [
-        "CBOR", "CTAPHID", "LatchkeyCrypto", "CTAP", "LatchkeyStore", "USBIP", "LatchkeySystem", "LatchkeyNames",
-        // Only for the fuzzers in Fuzz/ (its JSON parsers, through @_spi(Fuzzing)); the
-        // daemon is an application, not an API.
-        "LatchkeyDaemon",
+        "CBOR", "CTAPHID", "LatchkeyCrypto", "CTAP", "LatchkeyStore", "USBIP", "LatchkeySystem", "LatchkeyJSON",
+        "LatchkeyContract",
+        // Only for the fuzzers in Fuzz/: the key core's JSON parsers. The core and the
+        // daemon are an application, not an API.
+        "LatchkeyJSONFuzzing",
     ].map { .library(name: $0, targets: [$0]) }
         + ["latchkeyd", "latchkeyctl", "latchkey-webdriver"].map { .executable(name: $0, targets: [$0]) },
+    // Every version exact, the packages the ones we use depend on included: Package.resolved is
+    // not committed (these machines' copies of the packages have their own commit ids), so this
+    // list is what makes two builds of one commit link the same code. A package is updated here
+    // on purpose, with its reason in the commit. The transitive ones are listed only to fix
+    // their versions (SwiftPM warns that no target uses them).
     dependencies: [
-        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
-        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
-        .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
-        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
-        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
-        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
-        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
-        .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-nio", exact: "2.101.3"),
+        .package(url: "https://github.com/apple/swift-nio-extras", exact: "1.35.2"),
+        .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", exact: "2.13.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", exact: "2.28.1"),
+        .package(url: "https://github.com/LebJe/TOMLKit", exact: "0.6.0"),
         // latchkeyctl's HTTP client on the control socket (http+unix).
-        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/swift-server/async-http-client", exact: "1.37.0"),
         // ML-DSA-65/87 (BoringSSL), which Debian 12's OpenSSL 3.0 lacks.
-        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-crypto", exact: "4.5.2"),
         // HTTPField for the headers latchkey-webdriver forwards (Hummingbird's own types).
-        .package(url: "https://github.com/apple/swift-http-types", from: "1.4.0"),
+        .package(url: "https://github.com/apple/swift-http-types", exact: "1.8.0"),
+        // base64url, in the one place latchkey reads and writes it (LatchkeyJSON), without Foundation.
+        .package(url: "https://github.com/swift-extras/swift-extras-base64", exact: "1.2.0"),
         // latchkey-webdriver --devtools: the DevTools gateway's WebSocket server (for CDP clients)
         // and its message types; the browser's side is NIO's own client (BrowserSocket.swift).
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", exact: "2.8.1"),
         .package(url: "https://github.com/hummingbird-project/swift-websocket", exact: "1.6.2"),
-    ],
+    ] + pinnedTransitiveDependencies,
     targets: [
         // System libraries.
         .systemLibrary(
@@ -66,11 +86,15 @@ let package = Package(
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         // glibc's <malloc.h> (mallopt, malloc_trim), part of libc itself.
         .systemLibrary(name: "CMalloc"),
+        // prctl(2) with fixed arguments (Swift cannot call a variadic C function).
+        .systemLibrary(name: "CProcessControl"),
         .systemLibrary(
             name: "CLinuxHID",
             pkgConfig: "libudev",
             providers: [.apt(["libudev-dev"])]
         ),
+        // sd-bus, the desktop notifier's session bus connection (LatchkeyNotifications/SessionBus.swift).
+        .systemLibrary(name: "CSystemdBus", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
 
         // The one shape of a local failure (code, reason, location) that CBOR, USBIP, CTAP and
         // LatchkeyCrypto share: a generic value type, no I/O, no Foundation.
@@ -86,17 +110,29 @@ let package = Package(
         ),
         .target(name: "USBIP", dependencies: ["LatchkeyErrors"], swiftSettings: strict),
 
-        // Values shared by the daemon, latchkeyctl and latchkey-webdriver (KeyName, LatchkeyVersion,
-        // SocketLocation, JSONValue): no I/O, no Foundation.
-        .target(name: "LatchkeyNames", swiftSettings: strict),
+        // What latchkeyd and its clients (latchkeyctl, latchkey-webdriver) agree on: a key's name
+        // (KeyName), its feature switches (KeyFeature), where the control socket is, the version.
+        // No I/O, no Foundation.
+        .target(name: "LatchkeyContract", swiftSettings: strict),
+        // JSON as WebAuthn, CXF and the control API write it: any JSON value as a tree (JSONValue)
+        // and byte strings as base64url. No I/O, no Foundation.
+        .target(
+            name: "LatchkeyJSON",
+            dependencies: [.product(name: "ExtrasBase64", package: "swift-extras-base64")],
+            swiftSettings: strict
+        ),
 
-        // The one system-call wrapper (EINTR, errno) the I/O targets share.
-        .target(name: "LatchkeySystem", swiftSettings: strict),
+        // The one system-call wrapper (EINTR, errno) the I/O targets share; process hardening.
+        .target(name: "LatchkeySystem", dependencies: ["CProcessControl"], swiftSettings: strict),
 
-        // Consent prompts as desktop notifications (org.freedesktop.Notifications through gdbus) and
-        // their text, escaped in one place: latchkeyd shows its own user's, `latchkeyctl agent` each
-        // owner's in their session.
-        .target(name: "LatchkeyNotifications", dependencies: [logging], swiftSettings: strict),
+        // Consent prompts as desktop notifications (org.freedesktop.Notifications on one sd-bus
+        // connection) and their text, escaped in one place: latchkeyd shows its own user's,
+        // `latchkeyctl agent` each owner's in their session.
+        .target(
+            name: "LatchkeyNotifications",
+            dependencies: ["CSystemdBus", "LatchkeyErrors", "LatchkeySystem", logging],
+            swiftSettings: strict
+        ),
 
         // Transports: the kernel's uhid device (system calls live here and in the daemon).
         .target(name: "LatchkeyUHID", dependencies: ["CLinuxHID", "LatchkeySystem"], swiftSettings: strict),
@@ -112,37 +148,60 @@ let package = Package(
         .target(
             name: "LatchkeyStore",
             dependencies: [
-                "CTAP", "CBOR", "LatchkeyCrypto", "LatchkeySystem", .product(name: "GRDB", package: "GRDB.swift"),
+                "CTAP", "CBOR", "LatchkeyCrypto", "LatchkeyErrors", "LatchkeySystem",
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: strict
         ),
 
-        // The daemon: configuration, keys, HID sessions, the USB/IP server, the
-        // control API. It owns the system calls the protocol targets never make.
+        // The key core: configuration values, the state directory, the keys with their access
+        // rules, consent, exchange and events, and the documents that show them. No NIO, no
+        // Hummingbird, no HTTP: its callers map its errors (CoreError) to their own.
+        .target(
+            name: "LatchkeyCore",
+            dependencies: [
+                "CBOR", "CTAP", "LatchkeyCrypto", "LatchkeyStore", "LatchkeySystem", "LatchkeyNotifications",
+                "LatchkeyJSON", "LatchkeyContract", "CZlib", logging, .product(name: "TOMLKit", package: "TOMLKit"),
+            ],
+            // one folder per concern, each with a README saying what it owns
+            exclude: ["README.md"] + ["Keys", "Consent", "Exchange"].map { "\($0)/README.md" },
+            swiftSettings: daemonSettings
+        ),
+        // The key core's JSON parsers played with arbitrary bytes, for the fuzzers in Fuzz/ and
+        // the replay tests.
+        .target(
+            name: "LatchkeyJSONFuzzing",
+            dependencies: ["LatchkeyCore", "LatchkeyJSON", "LatchkeyCrypto", "CTAP"],
+            exclude: ["README.md"],
+            swiftSettings: strict
+        ),
+
+        // The daemon: the key core's adapters. The service (start, stop, systemd), the
+        // transports (uhid, the USB/IP server, HID sessions) and the control API (Hummingbird).
+        // It owns the system calls the protocol targets never make.
         .target(
             name: "LatchkeyDaemon",
             dependencies: [
-                "CBOR", "CTAPHID", "CTAP", "LatchkeyCrypto", "LatchkeyStore", "USBIP", "LatchkeyUHID", "CZlib",
-                "LatchkeyNames", "LatchkeyNotifications", "LatchkeySystem", "CMalloc",
+                "LatchkeyCore", "CTAPHID", "CTAP", "LatchkeyStore", "USBIP", "LatchkeyUHID", "LatchkeyContract",
+                "LatchkeyNotifications", "LatchkeySystem", "CMalloc",
                 nioCore, .product(name: "NIOPosix", package: "swift-nio"), nioHTTP1,
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"), logging, serviceLifecycle, hummingbird,
                 .product(name: "HummingbirdCore", package: "hummingbird"),
-                .product(name: "TOMLKit", package: "TOMLKit"),
             ],
             // one folder per concern, each with a README saying what it owns
-            exclude: ["README.md"] + ["Service", "Keys", "Transports", "Consent", "Control", "Exchange", "Fuzzing"]
-                .map { "\($0)/README.md" },
+            exclude: ["README.md"] + ["Service", "Transports", "Control"].map { "\($0)/README.md" },
             swiftSettings: daemonSettings
         ),
         .executableTarget(
             name: "latchkeyd",
-            dependencies: ["LatchkeyDaemon", "LatchkeyNames", argumentParser, logging],
+            dependencies: ["LatchkeyDaemon", "LatchkeyCore", "LatchkeyContract", "LatchkeyStore", argumentParser, logging],
             swiftSettings: daemonSettings
         ),
         .executableTarget(
             name: "latchkeyctl",
             dependencies: [
-                "LatchkeySystem", "LatchkeyNames", "LatchkeyNotifications", argumentParser, asyncHTTPClient, nioCore,
+                "LatchkeySystem", "LatchkeyContract", "LatchkeyJSON", "LatchkeyNotifications", argumentParser,
+                asyncHTTPClient, nioCore,
                 nioHTTP1, logging,
             ],
             swiftSettings: strict
@@ -155,7 +214,7 @@ let package = Package(
         .target(
             name: "LatchkeyWebDriver",
             dependencies: [
-                "LatchkeyNames", "LatchkeySystem", hummingbird, .product(name: "HTTPTypes", package: "swift-http-types"),
+                "LatchkeyContract", "LatchkeyJSON", "LatchkeySystem", hummingbird, .product(name: "HTTPTypes", package: "swift-http-types"),
                 asyncHTTPClient, nioCore, nioHTTP1, logging, serviceLifecycle,
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "WSCore", package: "swift-websocket"),
@@ -166,7 +225,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "latchkey-webdriver",
-            dependencies: ["LatchkeyWebDriver", "LatchkeyNames", argumentParser, logging],
+            dependencies: ["LatchkeyWebDriver", "LatchkeyContract", argumentParser, logging],
             path: "Sources/latchkey-webdriver/Command",
             swiftSettings: daemonSettings
         ),
@@ -180,17 +239,25 @@ let package = Package(
             dependencies: ["CTAPHID", "LatchkeyTestSupport"],
             resources: [.copy("Crashers")]
         ),
-        .testTarget(name: "LatchkeyNamesTests", dependencies: ["LatchkeyNames"]),
+        .testTarget(name: "LatchkeyContractTests", dependencies: ["LatchkeyContract"]),
+        .testTarget(name: "LatchkeyJSONTests", dependencies: ["LatchkeyJSON"]),
         .testTarget(name: "LatchkeySystemTests", dependencies: ["LatchkeySystem"]),
         .testTarget(name: "LatchkeyNotificationsTests", dependencies: ["LatchkeyNotifications"]),
         .testTarget(
             name: "LatchkeyWebDriverTests",
-            dependencies: ["LatchkeyWebDriver", "LatchkeyNames", nioCore, .product(name: "NIOPosix", package: "swift-nio")]
+            dependencies: ["LatchkeyWebDriver", "LatchkeyJSON", "LatchkeyContract", nioCore, .product(name: "NIOPosix", package: "swift-nio")]
+        ),
+        .testTarget(
+            name: "LatchkeyCoreTests",
+            dependencies: [
+                "LatchkeyCore", "LatchkeyJSONFuzzing", "LatchkeyContract", "LatchkeyJSON", "CTAP", "CBOR",
+                "LatchkeyCrypto", "LatchkeyNotifications",
+            ]
         ),
         .testTarget(
             name: "LatchkeyDaemonTests",
             dependencies: [
-                "LatchkeyDaemon", "LatchkeyNames", "CTAP", "CTAPHID", "USBIP",
+                "LatchkeyDaemon", "LatchkeyCore", "LatchkeyContract", "CTAP", "CTAPHID", "USBIP",
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]
         ),

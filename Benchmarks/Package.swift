@@ -18,12 +18,16 @@ let package = Package(
         .package(path: ".."),
         // The malloc interposer (malloc counts) and not the default traits' Swift runtime
         // interposer (ARC counts), whose package the project's machines do not carry.
-        .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+        .package(url: "https://github.com/ordo-one/benchmark", exact: "1.38.1", traits: ["MallocInterposer"]),
         // ML-DSA's baseline, straight through swift-crypto (as latchkey signs it); latchkey-load
         // verifies ES256 signatures with it.
-        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-crypto", exact: "4.5.2"),
         // latchkey-load's latency histograms (package-benchmark's own percentiles).
-        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.1.4"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", exact: "0.2.0"),
+        // Exact versions for what package-benchmark brings too (the root package pins its own
+        // graph, Package.swift): listed only to fix them, so SwiftPM warns that no target uses them.
+        .package(url: "https://github.com/ordo-one/malloc-interposer", exact: "1.6.1"),
+        .package(url: "https://github.com/ordo-one/TextTable", exact: "0.0.2"),
     ],
     targets: [
         // libcrypto itself, so the baseline is OpenSSL with no latchkey code in between.

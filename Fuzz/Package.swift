@@ -34,8 +34,8 @@ let package = Package(
             dependencies: [.product(name: "USBIP", package: root)]
         ),
     ]
-        // The daemon's JSON parsers: control API request bodies, CXF, the export envelope.
+        // The key core's JSON parsers: control API request bodies, CXF, the export envelope.
         + ["FuzzControlRequests", "FuzzCXF", "FuzzExchangeEnvelope"].map { name in
-            .executableTarget(name: name, dependencies: [.product(name: "LatchkeyDaemon", package: root)])
+            .executableTarget(name: name, dependencies: [.product(name: "LatchkeyJSONFuzzing", package: root)])
         }
 )

@@ -4,12 +4,18 @@
 # count more than 10% over its recorded value fails (the tolerance is in the benchmarks'
 # configuration). Times are never checked: on a shared machine they mean nothing alone.
 # Allocation counts repeat exactly from run to run, so a change in one is a change in code.
+# Its release build of latchkeyd also fails on a warning from our sources (scripts/warnings.sh).
 #   scripts/bench-gate.sh   (LATCHKEY_BENCH_ITERATIONS, default 200, sets the iterations)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scratch="$PWD/.build-bench"
 touch Benchmarks/Package.swift  # see scripts/bench.sh
-swift build -c release --package-path Benchmarks --scratch-path "$scratch" --product latchkeyd
+# The release build of latchkeyd and every target it links: it must print no warning from our
+# sources (scripts/warnings.sh), so CI checks release warnings without a second release build.
+build_log="$(mktemp)"
+swift build -c release --package-path Benchmarks --scratch-path "$scratch" --product latchkeyd 2>&1 | tee "$build_log"
+scripts/warnings.sh "$build_log"
+rm -f "$build_log"
 export LATCHKEYD="$(swift build -c release --package-path Benchmarks --scratch-path "$scratch" --show-bin-path)/latchkeyd"
 export LATCHKEY_BENCH_ITERATIONS="${LATCHKEY_BENCH_ITERATIONS:-200}"
 log="$(mktemp)"

@@ -9,7 +9,7 @@
 #
 # Each fuzzer keeps its corpus in .build/fuzz-corpus/NAME and starts from the kept crashers
 # of its test target (Tests/<NAME without Fuzz>Tests/Crashers; for the daemon's JSON
-# fuzzers Tests/LatchkeyDaemonTests/Crashers/NAME) when there are any. A crash leaves its
+# fuzzers Tests/LatchkeyCoreTests/Crashers/NAME) when there are any. A crash leaves its
 # input in fuzz-artifacts/NAME-crash-…: copy it into that Crashers directory once fixed, so
 # the test suite replays it. Exits non-zero if any fuzzer found a crash.
 set -euo pipefail
@@ -59,7 +59,7 @@ for name in "${fuzzers[@]}"; do
     corpus=".build/fuzz-corpus/$name"
     mkdir -p "$corpus"
     seeds=()
-    for crashers in "Tests/${name#Fuzz}Tests/Crashers" "Tests/LatchkeyDaemonTests/Crashers/$name"; do
+    for crashers in "Tests/${name#Fuzz}Tests/Crashers" "Tests/LatchkeyCoreTests/Crashers/$name"; do
         if [[ -d "$crashers" ]]; then
             seeds+=("$crashers")
         fi

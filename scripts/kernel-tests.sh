@@ -5,7 +5,7 @@
 # kernel has neither uhid nor vhci-hcd, so this boots Debian's kernel under qemu with
 # the project's rig (Tests/rig, see its README.md).
 #
-#   scripts/kernel-tests.sh                 # build, make the rig images if missing, run both VMs
+#   scripts/kernel-tests.sh                 # build, make the rig images if missing, one VM per suite
 #   LATCHKEY_SKIP_KERNEL_TESTS=1 ...        # skip (exit 0), for machines without root or qemu
 #
 # Steps:
@@ -29,17 +29,26 @@
 #      browser matrix (Chromium and Firefox ESR x uhid and USB/IP x built-in UV and PIN
 #      x four WebAuthn flows; Tests/kernel/browsers/matrix.py), then Selenium through
 #      latchkey-webdriver with Chromium (Tests/kernel/browsers/webdriver_intermediary.py).
-#      LATCHKEY_KERNEL_SUITES="base browsers deb" picks which (default all three; "devtools",
+#      LATCHKEY_KERNEL_SUITES="base browsers deb desktop" picks which (default all four; "devtools",
 #      the DevTools gateway with Playwright and four parallel browsers, runs when named);
 #      LATCHKEY_BROWSERS="firefox" runs only those of "chromium firefox selenium webdriver-firefox".
 #      VM 3 (base image + systemd udev; systemd as PID 1): --suite deb -
 #      scripts/package-deb.sh builds the .deb first, then Tests/kernel/deb-checks.sh:
 #      apt install, systemctl enable --now, a user in the latchkey group, restart,
-#      stop, remove, purge. With other suites (the default "base browsers deb") the
+#      stop, remove, purge. With other suites (the default "base browsers deb desktop") the
 #      package holds the debug binaries of step 1 (package-deb.sh --bin-dir), which find
 #      the Swift runtime in the share as the other suites do: no release build in CI.
 #      Alone (LATCHKEY_KERNEL_SUITES=deb) it is the release package (a release build
 #      with the static Swift runtime, about 28 min on the shared machine the first time).
+#      VM 4 (the --chromium image + systemd, logind, dbus-user-session, dunst, Xvfb;
+#      systemd as PID 1): the desktop suite -
+#      Tests/kernel/desktop-checks.sh with the same package: two login users (alice
+#      and bob, PAM sessions with systemd --user), alice's user unit over USB/IP,
+#      the system unit with alice's key and bob's attempts on it, the prompt agent
+#      and dunst (Tests/kernel/README.md).
+#      LATCHKEY_DEB=FILE (inside the repository): the package those two suites install,
+#      made already (with LATCHKEY_BIN_DIR, the binaries it holds): package-deb.sh is
+#      not run.
 #      LATCHKEY_KERNEL_ONLY="ctap21" runs only those groups of the base suite's
 #      checks (tools, python, faults, ctap21, channels; guest-checks.sh --only), for
 #      iterating.
@@ -77,7 +86,7 @@ if [ ! -x "$RIG/run.sh" ] || [ ! -x "$RIG/build-image.sh" ]; then
 fi
 RIG=$(cd "$RIG" && pwd -P)
 export RIG_CACHE=${RIG_CACHE:-$HOME/.cache/latchkey-rig}
-SUITES=${LATCHKEY_KERNEL_SUITES:-base browsers deb}
+SUITES=${LATCHKEY_KERNEL_SUITES:-base browsers deb desktop}
 
 as_root() {
     if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo -E "$@"; else
@@ -90,7 +99,7 @@ as_root() {
 DEB=
 # package_deb [ARGS]: scripts/package-deb.sh ARGS; sets DEB, the package's path
 package_deb() {
-    log "scripts/package-deb.sh $* (the deb suite)"
+    log "scripts/package-deb.sh $* (the deb and desktop suites install it)"
     if ! DEB=$(scripts/package-deb.sh "$@" | tail -n 1) || [ ! -f "$DEB" ]; then
         echo "kernel-tests: scripts/package-deb.sh failed" >&2
         exit 1
@@ -98,7 +107,12 @@ package_deb() {
     DEB=$(cd "$(dirname "$DEB")" && pwd -P)/$(basename "$DEB")
     case "$DEB" in "$REPO"/*) ;; *) echo "kernel-tests: $DEB is outside the repository" >&2; exit 1 ;; esac
 }
-if [ "$SUITES" = deb ] && [ -z "${LATCHKEY_BIN_DIR:-}" ]; then
+if [ -n "${LATCHKEY_DEB:-}" ]; then
+    # a package made already (of the binaries in LATCHKEY_BIN_DIR): no package-deb.sh
+    DEB=$(cd "$(dirname "$LATCHKEY_DEB")" && pwd -P)/$(basename "$LATCHKEY_DEB")
+    case "$DEB" in "$REPO"/*) [ -f "$DEB" ] ;; *) false ;; esac \
+        || { echo "kernel-tests: LATCHKEY_DEB=$LATCHKEY_DEB: no such package inside $REPO" >&2; exit 2; }
+elif [ "$SUITES" = deb ] && [ -z "${LATCHKEY_BIN_DIR:-}" ]; then
     # only the deb suite: the release package, whose binaries serve; no debug build
     package_deb
     LATCHKEY_BIN_DIR=${LATCHKEY_DEB_BUILD_PATH:-.build-deb}/release
@@ -141,7 +155,7 @@ if ! command -v readelf > /dev/null && [ -z "$EXTRA_SHARES" ]; then
 fi
 log "binaries: $BIN; runtime shared into the guest:${EXTRA_SHARES:- none}"
 # with other suites: a test package of these binaries (their runtime is in the share)
-if [[ " $SUITES " == *" deb "* ]] && [ -z "$DEB" ]; then
+if [[ " $SUITES " == *" deb "* || " $SUITES " == *" desktop "* ]] && [ -z "$DEB" ]; then
     package_deb --bin-dir "$BIN"
 fi
 
@@ -163,29 +177,31 @@ BROWSERS_PACKAGES="firefox-esr xvfb xdotool x11-utils x11-apps python3-distutils
 # cryptography: see BASE_WHEELS.
 BROWSERS_WHEELS="marionette-driver==3.7.1 selenium==4.51.0 cryptography==48.0.0"
 DEB_PACKAGES="systemd udev"  # the deb suite: systemd as PID 1; the package's dependencies are in the base
+# The desktop suite (--chromium): systemd as PID 1 with logind and PAM sessions
+# (libpam-systemd), a session bus per user (dbus-user-session), Debian's dunst as the
+# notification server (dbus-bin: dunstctl's dbus-send), gdbus (libglib2.0-bin: a look at
+# a user's session bus by hand; latchkey itself speaks sd-bus, libsystemd0), an X server
+# per user, curl as another uid.
+DESKTOP_PACKAGES="systemd udev dbus-user-session libpam-systemd dbus-bin libglib2.0-bin dunst xvfb curl"
 # The devtools suite (LATCHKEY_KERNEL_SUITES=devtools; Tests/kernel/devtools-checks.sh): Xvfb for
 # four Chromium windows; PyPI's Playwright, pytest and pytest-xdist, websocket-client for the raw
-# CDP client; inet_diag and tcp_diag, through which latchkey-webdriver names its peers and the
-# browser's account. LATCHKEY_DEVTOOLS_ROUNDS: registrations and sign-ins per worker (20).
+# CDP client.
+# LATCHKEY_DEVTOOLS_ROUNDS: registrations and sign-ins per worker (20).
 DEVTOOLS_PACKAGES="xvfb libatomic1"  # libatomic1: the node binary inside PyPI's playwright
 DEVTOOLS_WHEELS="playwright==1.65.2 pytest==9.2.0 pytest-xdist==3.8.0 websocket-client==1.9.2 cryptography==48.0.0"
-DEVTOOLS_MODULES="inet_diag tcp_diag"
 suite_image() {  # SUITE: sets IMAGE_OPT, IMAGE_PACKAGES, IMAGE_WHEELS and IMAGE_DIR
     case "$1" in
         base) IMAGE_OPT= IMAGE_PACKAGES=$BASE_PACKAGES IMAGE_WHEELS=$BASE_WHEELS ;;
         browsers) IMAGE_OPT=--chromium IMAGE_PACKAGES=$BROWSERS_PACKAGES IMAGE_WHEELS=$BROWSERS_WHEELS ;;
         deb) IMAGE_OPT= IMAGE_PACKAGES=$DEB_PACKAGES IMAGE_WHEELS= ;;
+        desktop) IMAGE_OPT=--chromium IMAGE_PACKAGES=$DESKTOP_PACKAGES IMAGE_WHEELS= ;;
         devtools) IMAGE_OPT=--chromium IMAGE_PACKAGES=$DEVTOOLS_PACKAGES IMAGE_WHEELS=$DEVTOOLS_WHEELS ;;
-        *) echo "kernel-tests: unknown suite $1 (base, browsers, deb, devtools)" >&2; exit 2 ;;
+        *) echo "kernel-tests: unknown suite $1 (base, browsers, deb, desktop, devtools)" >&2; exit 2 ;;
     esac
     # shellcheck disable=SC2086
     IMAGE_DIR=$(image_env "$RIG/build-image.sh" $IMAGE_OPT --print-dir)
 }
-image_modules() { [ "$1" = devtools ] && echo "$DEVTOOLS_MODULES"; }
-image_env() {
-    env RIG_CACHE="$RIG_CACHE" EXTRA_PACKAGES="$IMAGE_PACKAGES" EXTRA_WHEELS="$IMAGE_WHEELS" \
-        EXTRA_MODULES="$(image_modules "$suite")" "$@"
-}
+image_env() { env RIG_CACHE="$RIG_CACHE" EXTRA_PACKAGES="$IMAGE_PACKAGES" EXTRA_WHEELS="$IMAGE_WHEELS" "$@"; }
 for suite in $SUITES; do
     suite_image "$suite"
     # shellcheck disable=SC2086
@@ -195,7 +211,7 @@ for suite in $SUITES; do
     t=$(date +%s)
     # shellcheck disable=SC2086
     as_root env RIG_CACHE="$RIG_CACHE" EXTRA_PACKAGES="$IMAGE_PACKAGES" EXTRA_WHEELS="$IMAGE_WHEELS" \
-        EXTRA_MODULES="$(image_modules "$suite")" "$RIG/build-image.sh" $IMAGE_OPT --out "$IMAGE_DIR" \
+        "$RIG/build-image.sh" $IMAGE_OPT --out "$IMAGE_DIR" \
         || { echo "kernel-tests: build-image.sh $IMAGE_OPT failed" >&2; exit 1; }
     log "rig image built in $(( $(date +%s) - t )) s: $(sed -n 's/^rootfs: //p' "$IMAGE_DIR/build-info.txt")"
 done
@@ -237,6 +253,9 @@ for suite in $SUITES; do
     checks=(bash Tests/kernel/guest-checks.sh --bin "$BIN" --suite "$suite" "${only_args[@]}" "${ARTIFACT_ARGS[@]}")
     # the package under systemd: the daemon is the installed one, started by systemctl
     [ "$suite" = deb ] && env_vars+=(RIG_INIT=systemd RIG_UDEV=1) && checks=(bash Tests/kernel/deb-checks.sh --deb "$DEB")
+    # two login users under systemd, Chromium as one of them (desktop-checks.sh)
+    [ "$suite" = desktop ] && env_vars+=(RIG_INIT=systemd RIG_UDEV=1 RIG_MEM=3G) \
+        && checks=(bash Tests/kernel/desktop-checks.sh --deb "$DEB" "${ARTIFACT_ARGS[@]}")
     # four browsers at once: 4 GiB
     [ "$suite" = devtools ] && env_vars+=(RIG_UDEV=1 RIG_MEM=4G) \
         && checks=(bash Tests/kernel/devtools-checks.sh --bin "$BIN" --rounds "${LATCHKEY_DEVTOOLS_ROUNDS:-20}")

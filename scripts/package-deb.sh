@@ -28,7 +28,7 @@
 #   /usr/share/man/man1/latchkey{d,ctl,-webdriver}.1.gz   swift-argument-parser's generate-manual
 #   bash, zsh and fish completions             latchkey{d,ctl,-webdriver} --generate-completion-script
 #   DEBIAN/{postinst,prerm,postrm}             packaging/deb/ (they never enable the service)
-# Version: LatchkeyVersion.string (Sources/LatchkeyNames/Version.swift), as the built
+# Version: LatchkeyVersion.string (Sources/LatchkeyContract/Version.swift), as the built
 # latchkeyd --version reports it. Depends: dpkg-shlibdeps on the binaries (libc6,
 # libstdc++6 and libgcc-s1, which the static Swift runtime links; libssl3,
 # libsqlite3-0, libudev1, zlib1g; anything else is an error: a Swift runtime library
@@ -78,7 +78,7 @@ else
 fi
 
 VERSION=$("$BIN/latchkeyd" --version)
-SOURCE_VERSION=$(sed -n 's/.*static let string = "\(.*\)".*/\1/p' Sources/LatchkeyNames/Version.swift)
+SOURCE_VERSION=$(sed -n 's/.*static let string = "\(.*\)".*/\1/p' Sources/LatchkeyContract/Version.swift)
 [ "$VERSION" = "$SOURCE_VERSION" ] || die "latchkeyd --version says '$VERSION', Version.swift '$SOURCE_VERSION'"
 [ "$("$BIN/latchkeyctl" --version)" = "$VERSION" ] || die "latchkeyctl --version is not $VERSION"
 # the date in the manual pages, and the files' mtimes: the last commit's, so that a
@@ -124,7 +124,7 @@ done
 install -m 0755 packaging/deb/postinst packaging/deb/prerm packaging/deb/postrm "$STAGE/DEBIAN/"
 
 # ---- 3. Depends: what the binaries link, as Debian names it ---------------------------
-RELEASE_DEPENDS="libc6 (>= 2.35), libgcc-s1, libsqlite3-0, libssl3, libstdc++6 (>= 12), libudev1, zlib1g"
+RELEASE_DEPENDS="libc6 (>= 2.35), libgcc-s1, libsqlite3-0, libssl3, libstdc++6 (>= 12), libsystemd0, libudev1, zlib1g"
 if [ -n "$TEST_BIN" ]; then
     # the test build links the toolchain's Swift runtime, which no Debian package has
     LIB_DEPENDS=$RELEASE_DEPENDS
@@ -138,11 +138,11 @@ else
         > "$SHLIBS/out" 2> "$SHLIBS/err" || { cat "$SHLIBS/err" >&2; die "dpkg-shlibdeps failed"; }
     LIB_DEPENDS=$(sed -n 's/^shlibs:Depends=//p' "$SHLIBS/out")
     unexpected=$(tr ',' '\n' <<< "$LIB_DEPENDS" | awk '{ print $1 }' \
-        | grep -vxE 'libc6|libstdc\+\+6|libgcc-s1|libssl3|libsqlite3-0|libudev1|zlib1g' || true)
+        | grep -vxE 'libc6|libstdc\+\+6|libgcc-s1|libssl3|libsqlite3-0|libsystemd0|libudev1|zlib1g' || true)
     if [ -n "$unexpected" ]; then
         objdump -p "${TOOLS[@]/#/$STAGE/usr/bin/}" | grep NEEDED >&2
         die "the binaries need packages beyond Debian's libc6 libstdc++6 libgcc-s1 libssl3 libsqlite3-0" \
-            "libudev1 zlib1g:" \
+            "libsystemd0 libudev1 zlib1g:" \
             "$(tr '\n' ' ' <<< "$unexpected")"
     fi
     log "the binaries link: $(objdump -p "${TOOLS[@]/#/$STAGE/usr/bin/}" \

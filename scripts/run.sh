@@ -17,8 +17,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # What `swift build` needs from Debian: OpenSSL's libcrypto, libudev (and
-# linux/uhid.h), SQLite, zlib, and pkg-config to find them.
-build_packages=(libssl-dev libudev-dev libsqlite3-dev zlib1g-dev pkg-config)
+# linux/uhid.h), libsystemd (sd-bus, for desktop notifications), SQLite, zlib, and
+# pkg-config to find them.
+build_packages=(libssl-dev libudev-dev libsystemd-dev libsqlite3-dev zlib1g-dev pkg-config)
 
 missing_packages() {
     local package

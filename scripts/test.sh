@@ -3,11 +3,12 @@
 # fresh Debian 12 machine, then builds and runs every test. CI runs exactly this.
 #
 #   scripts/test.sh                  # everything below, in this order:
-#     deps (apt, pip) -> the test accounts (scripts/test-accounts.sh) -> swift build +
-#     swift test -> pytest (latchkeyctl, the daemon end to end over USB/IP, run as lk-owner) -> Yubico's device suite over USB/IP
+#     deps (apt, pip) -> the test accounts (scripts/test-accounts.sh) -> swift build (failing on
+#     a warning from Sources/ or Tests/, scripts/warnings.sh) + swift test -> pytest (latchkeyctl, the daemon end to end over USB/IP, run as lk-owner) -> Yubico's device suite over USB/IP
 #     (scripts/device-suite.sh) -> systemd unit checks -> the real-kernel
 #     tests in the VM rig (scripts/kernel-tests.sh) -> a short fuzz replay -> the
-#     allocation gate (scripts/bench-gate.sh: benchmark malloc counts, release build)
+#     allocation gate (scripts/bench-gate.sh: benchmark malloc counts; its release build of
+#     latchkeyd is also the check that the release build prints no warning of ours)
 #   LATCHKEY_SKIP_DEPS=1 ...         # skip the apt/pip step (offline, already set up)
 #   LATCHKEY_SKIP_KERNEL_TESTS=1 ... # skip the VM rig (Tests/rig; building its images needs root)
 #   LATCHKEY_FUZZ_RUNS=N ...         # inputs per fuzzer in the smoke run (default 20000, 0 skips)
@@ -27,11 +28,15 @@ as_root() {
 }
 
 install_deps() {
-    # dbus, libglib2.0-bin (gdbus) and python3-gi: a private session bus and a fake
-    # notification server for the desktop-notification tests. dpkg-dev and binutils:
+    # libsystemd-dev: sd-bus, the desktop notifier's D-Bus client. dbus, libglib2.0-bin
+    # (gdbus) and python3-gi: a private session bus and a fake notification server for
+    # the desktop-notification tests; dunst and xvfb: Debian's notification server on a
+    # display of its own (Tests/e2e/test_dunst.py); gnome-keyring and libsecret-tools
+    # (secret-tool): the Secret Service the master key is sealed in
+    # (Tests/e2e/test_secrets_at_rest.py). dpkg-dev and binutils:
     # scripts/package-deb.sh, for the kernel tests' deb suite.
-    local apt_packages=(libssl-dev libudev-dev libsqlite3-dev zlib1g-dev pkg-config python3 python3-pip clang systemd
-        dbus libglib2.0-bin python3-gi dpkg-dev binutils)
+    local apt_packages=(libssl-dev libudev-dev libsystemd-dev libsqlite3-dev zlib1g-dev pkg-config python3 python3-pip
+        clang systemd dbus libglib2.0-bin python3-gi dunst xvfb dpkg-dev binutils gnome-keyring libsecret-tools)
     local missing=()
     for package in "${apt_packages[@]}"; do
         dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
@@ -46,11 +51,19 @@ install_deps() {
     # openapi-spec-validator, jsonschema (4.18+: referencing) and PyYAML check the
     # control API's OpenAPI file and the daemon's answers against it.
     # selenium 4 drives latchkey-webdriver with its own virtual authenticator classes (Tests/e2e/test_webdriver.py).
-    local pip_packages=("fido2>=2,<3" pytest "usbip==0.7.0" openapi-spec-validator "jsonschema>=4.18" pyyaml
-        "selenium>=4,<5")
-    if ! python3 -c 'import pytest, usbip, fido2.server, openapi_spec_validator, jsonschema, referencing, yaml
-from fido2.webauthn import RegistrationResponse
-from selenium.webdriver.common.virtual_authenticator import VirtualAuthenticatorOptions' 2>/dev/null; then
+    # Every version is exact, their own dependencies that the tests touch too
+    # (cryptography, referencing), so that two runs of one commit test with the same code;
+    # one is changed here on purpose. Installed when any differs from what is there.
+    local pip_packages=("fido2==2.2.1" "pytest==9.0.3" "usbip==0.7.0" "openapi-spec-validator==0.9.0"
+        "openapi-schema-validator==0.9.0" "jsonschema==4.26.0" "jsonschema-specifications==2025.9.1"
+        "referencing==0.37.0" "PyYAML==6.0.3" "selenium==4.51.0" "cryptography==48.0.0")
+    if ! python3 - "${pip_packages[@]}" <<'PY' 2>/dev/null; then
+import importlib.metadata, sys
+for requirement in sys.argv[1:]:
+    name, version = requirement.split("==")
+    if importlib.metadata.version(name) != version:
+        sys.exit(1)
+PY
         log "pip install ${pip_packages[*]}"
         python3 -m pip install -q "${pip_packages[@]}" 2>/dev/null ||
             python3 -m pip install -q --break-system-packages "${pip_packages[@]}"
@@ -68,8 +81,11 @@ else
     echo "test accounts: not root and no sudo; the e2e suite runs latchkeyd as $(id -un) and skips the other-account tests" >&2
 fi
 
-log "swift build"
-swift build --build-tests
+log "swift build (no warning from our sources: scripts/warnings.sh)"
+build_log="$(mktemp)"
+swift build --build-tests 2>&1 | tee "$build_log"
+scripts/warnings.sh "$build_log"
+rm -f "$build_log"
 
 log "swift test"
 swift test --skip-build

@@ -1,13 +1,19 @@
-// Encryption at rest: AES-256-GCM under the store's master key, with a fresh
-// 96-bit nonce per value and a domain string plus the value's identity (the
-// credential ID, the secret's name) as associated data, so a sealed value
-// cannot be moved to another row or reused as another kind of value.
-// Stored layout: nonce (12) || ciphertext || tag (16).
+// Encryption at rest: AES-256-GCM with a fresh 96-bit nonce per value and a
+// domain string plus the value's identity (the credential ID, the secret's
+// name) as associated data, so a sealed value cannot be moved to another row
+// or reused as another kind of value. Stored layout: nonce (12) || ciphertext
+// || tag (16).
+//
+// Two levels of key (schema v4): the master key seals only the store's key
+// check and its data key; the data key (random, one per store, replaced by
+// every reset) seals everything else and keys the hashes rows are looked up
+// by. A reset therefore makes every row sealed before it unreadable, wherever
+// a copy of it survives.
 
 import CTAP
 import LatchkeyCrypto
 
-/// Seals and opens values under one master key.
+/// Seals and opens values under one key (the master key or a data key).
 struct Sealer: Sendable {
     /// What a sealed value is; the raw value starts the associated data.
     enum Domain: String {
@@ -17,6 +23,10 @@ struct Sealer: Sendable {
         case largeBlobKey = "latchkey/credential-large-blob-key/v1"
         case secret = "latchkey/secret/v1"
         case keyCheck = "latchkey/key-check/v1"
+        /// The store's data key, sealed under the master key.
+        case dataKey = "latchkey/data-key/v1"
+        /// A credential's relying party and user (`AccountRecord`).
+        case account = "latchkey/credential-account/v1"
     }
 
     static let keySize = 32
@@ -64,7 +74,42 @@ struct Sealer: Sendable {
                 authenticating: Self.associatedData(domain, context)
             )
         } catch {
-            throw StoreError(.corrupt, "\(what) does not decrypt under the master key (wrong key or tampered row)")
+            throw StoreError(
+                .corrupt,
+                "\(what) does not decrypt (wrong key, a row from before a reset, or a tampered row)"
+            )
         }
+    }
+}
+
+/// What a store's data key gives: the sealer of its values and the key of the
+/// hashes its rows are found by, each derived with HKDF so that no key is used
+/// for two purposes.
+struct DataKeys: Sendable {
+    let sealer: Sealer
+    private let lookupKey: [UInt8]
+
+    init(dataKey: [UInt8]) {
+        sealer = Sealer(
+            key: HKDFSHA256.deriveKey(
+                inputKeyMaterial: dataKey, salt: [], info: Array("latchkey/store-seal/v1".utf8), outputByteCount: 32
+            )
+        )
+        lookupKey = HKDFSHA256.deriveKey(
+            inputKeyMaterial: dataKey, salt: [], info: Array("latchkey/store-lookup/v1".utf8), outputByteCount: 32
+        )
+    }
+
+    /// The indexed stand-in for a relying party: HMAC of its rpIdHash. Without
+    /// the data key nobody can test a guessed RP ID against it, as anyone can
+    /// against the SHA-256 the protocol uses.
+    func relyingPartyKey(rpIdHash: [UInt8]) -> [UInt8] {
+        HMACSHA256.authenticationCode(key: lookupKey, message: [0x01] + rpIdHash)
+    }
+
+    /// The indexed stand-in for an account at a relying party (the pair a new
+    /// credential replaces, CTAP 2.1 §6.1.2 step 18).
+    func userKey(rpIdHash: [UInt8], userId: [UInt8]) -> [UInt8] {
+        HMACSHA256.authenticationCode(key: lookupKey, message: [0x02] + rpIdHash + userId)
     }
 }

@@ -4,7 +4,7 @@
 
 import Foundation
 import Glibc
-import LatchkeyNames
+import LatchkeyContract
 
 /// A successful (2xx) answer from the daemon.
 struct ControlResponse {

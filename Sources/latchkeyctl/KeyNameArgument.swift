@@ -1,10 +1,10 @@
 // Key names on the command line: every argument and option that names a key
-// is a KeyName (LatchkeyNames, the daemon's own type), so an invalid name
+// is a KeyName (LatchkeyContract, the daemon's own type), so an invalid name
 // stops latchkeyctl before it connects, with the rule, instead of becoming a
 // request path.
 
 import ArgumentParser
-import LatchkeyNames
+import LatchkeyContract
 
 extension KeyName {
     /// ArgumentParser's `transform:` for a key name.

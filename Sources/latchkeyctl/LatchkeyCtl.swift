@@ -5,7 +5,7 @@
 import ArgumentParser
 import Foundation
 import Glibc
-import LatchkeyNames
+import LatchkeyContract
 
 @main
 struct LatchkeyCtl: AsyncParsableCommand {

@@ -3,6 +3,8 @@
 // Open sets (presence modes, uhid states, operations) stay strings so that a
 // newer daemon's values print instead of failing.
 
+import LatchkeyContract
+
 /// `GET /v1/status`.
 struct StatusInfo: Decodable {
     var version: String
@@ -57,8 +59,12 @@ struct KeyInfo: Decodable {
     }
 }
 
-/// `POST /v1/keys`.
-struct CreateKeyRequest: Encodable {
+/// `POST /v1/keys`: the settings and the feature switches (under their
+/// `KeyFeature` names; omitted ones take the daemon's defaults), one JSON object.
+typealias CreateKeyRequest = WithFeatureSwitches<CreateKeySettings>
+
+/// A key creation request's settings besides its feature switches.
+struct CreateKeySettings: Encodable {
     var name: String
     /// Another account's name or uid (root only); omitted: the caller's own key.
     var owner: String? = nil
@@ -68,20 +74,10 @@ struct CreateKeyRequest: Encodable {
     var presence: String?
     var uhid: Bool
     var usbip: Bool
-    /// The feature switches (WebDriver's names); omitted ones take the
-    /// daemon's defaults.
+    /// Omitted ones take the daemon's defaults.
     var `protocol`: String?
-    var hasResidentKey: Bool?
     var hasUserVerification: Bool?
     var isUserVerified: Bool?
-    var hasLargeBlob: Bool?
-    var hasCredBlob: Bool?
-    var hasMinPinLength: Bool?
-    var hasPrf: Bool?
-    var hasThirdPartyPayment: Bool?
-    var hasPersistentToken: Bool?
-    var hasPreviewSign: Bool?
-    var hasEnterpriseAttestation: Bool?
     var enterpriseAttestationRpIds: [String]?
     /// IANA names ("ES256", "RS256", ...), in preference order.
     var algorithms: [String]?

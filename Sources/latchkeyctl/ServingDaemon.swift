@@ -6,7 +6,7 @@
 
 import Foundation
 import Glibc
-import LatchkeyNames
+import LatchkeyContract
 import LatchkeySystem
 
 /// A key as these commands need it: from GET /v1/keys (and /v1/keys/NAME).

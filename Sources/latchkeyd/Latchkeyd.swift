@@ -3,8 +3,10 @@
 
 import ArgumentParser
 import Foundation
+import LatchkeyCore
 import LatchkeyDaemon
-import LatchkeyNames
+import LatchkeyContract
+import LatchkeyStore
 import Logging
 
 @main
@@ -22,6 +24,7 @@ struct Latchkeyd: AsyncParsableCommand {
               latchkeyd --no-uhid --usbip 127.0.0.1:3240             # USB/IP only
               latchkeyd --config /etc/latchkeyd/latchkeyd.toml       # the system service
               latchkeyd --print-default-config                       # every setting and its default
+              latchkeyd --master-key secret-service --seal-master-key  # move ~/.local/state/latchkeyd/master-key into the keyring
 
             Drive it with latchkeyctl (status, keys, credentials, presence approve/deny).
             """,
@@ -52,6 +55,18 @@ struct Latchkeyd: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String?
 
+    @Option(name: .customLong("master-key"), help: "Where the master key is kept: file, systemd-credential or secret-service.")
+    var masterKey: MasterKeySourceKind?
+
+    @Flag(
+        name: .customLong("seal-master-key"),
+        help: """
+            Move the state directory's plaintext master-key into the --master-key source (or make a new key \
+            there on a first start), read it back, remove the plaintext file, and exit. Safe to run again.
+            """
+    )
+    var sealMasterKey = false
+
     @Flag(name: .customLong("print-default-config"), help: "Print the configuration file format with every default, and exit.")
     var printDefaultConfig = false
 
@@ -75,6 +90,7 @@ struct Latchkeyd: AsyncParsableCommand {
         if let stateDirectory { configuration.stateDirectory = stateDirectory }
         if let controlSocket { configuration.controlSocket = controlSocket }
         if let logLevel { configuration.logLevel = logLevel }
+        if let masterKey { configuration.masterKeySource = masterKey }
         if noUHID { configuration.uhid = .off }
         if let usbip {
             configuration.usbip = .on
@@ -95,6 +111,17 @@ struct Latchkeyd: AsyncParsableCommand {
         } catch {
             FileHandle.standardError.write(Data("latchkeyd: \(error.message)\n".utf8))
             throw ExitCode(78)  // EX_CONFIG
+        }
+
+        if sealMasterKey {
+            do {
+                let outcome = try Daemon.sealMasterKey(configuration)
+                print(Self.describe(outcome, configuration))
+                return
+            } catch let error as ConfigurationError {
+                FileHandle.standardError.write(Data("latchkeyd: \(error.message)\n".utf8))
+                throw ExitCode(78)  // EX_CONFIG
+            }
         }
 
         let level = Logger.Level(rawValue: configuration.logLevel) ?? .info
@@ -118,4 +145,19 @@ struct Latchkeyd: AsyncParsableCommand {
 }
 
 extension PresenceMode: ExpressibleByArgument {}
+extension MasterKeySourceKind: ExpressibleByArgument {}
+
+extension Latchkeyd {
+    /// What --seal-master-key did, in one line.
+    static func describe(_ outcome: SealOutcome, _ configuration: DaemonConfiguration) -> String {
+        let source = configuration.masterKeySource.rawValue
+        let file = configuration.stateDirectory + "/master-key"
+        switch outcome {
+        case .moved: return "sealed: the master key moved from \(file) into \(source), read back, and \(file) is removed"
+        case .removedLeftover: return "sealed: \(source) already held the key; the leftover \(file) is removed"
+        case .alreadySealed: return "sealed: \(source) holds the master key; nothing to move"
+        case .created: return "sealed: a new master key was made in \(source)"
+        }
+    }
+}
 

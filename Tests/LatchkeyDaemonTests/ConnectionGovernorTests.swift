@@ -7,6 +7,7 @@ import NIOEmbedded
 import Synchronization
 import Testing
 
+@testable import LatchkeyCore
 @testable import LatchkeyDaemon
 
 @Suite("connection governor")

@@ -8,6 +8,7 @@ import CTAPHID
 import Logging
 import Testing
 
+@testable import LatchkeyCore
 @testable import LatchkeyDaemon
 
 @Suite("HID session report arrival")

@@ -10,6 +10,7 @@ import CTAPHID
 import Logging
 import Testing
 
+@testable import LatchkeyCore
 @testable import LatchkeyDaemon
 
 @Suite("HID session conversations")

@@ -9,6 +9,7 @@ import Logging
 import Synchronization
 import Testing
 
+@testable import LatchkeyCore
 @testable import LatchkeyDaemon
 
 @Suite("HID session overrides")

@@ -9,6 +9,7 @@ import Logging
 import Synchronization
 import Testing
 
+@testable import LatchkeyCore
 @testable import LatchkeyDaemon
 
 /// Presence that approves and remembers the requester bound when it was asked.

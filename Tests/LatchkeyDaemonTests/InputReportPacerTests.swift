@@ -5,6 +5,7 @@
 import Synchronization
 import Testing
 
+@testable import LatchkeyCore
 @testable import LatchkeyDaemon
 
 @Suite("uhid input report pacing")

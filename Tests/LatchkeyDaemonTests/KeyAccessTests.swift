@@ -6,10 +6,11 @@
 // export needs the owner and an exportable key or the key's PIN.
 
 import Foundation
-import LatchkeyNames
+import LatchkeyContract
 import Logging
 import Testing
 
+@testable import LatchkeyCore
 @testable import LatchkeyDaemon
 
 /// A key manager over a fresh state directory, with no transports.
@@ -49,6 +50,11 @@ private struct Keys {
         return try await manager.create(request, by: Self.owner)
     }
 
+    /// `caller`'s grant of `access` on the key `name`.
+    func grant(_ name: KeyName, _ access: KeyAccess, _ caller: Caller = Keys.owner) async throws -> KeyGrant {
+        try await manager.grant(name, access, by: caller)
+    }
+
     func cleanUp() { try? FileManager.default.removeItem(atPath: path) }
 }
 
@@ -62,34 +68,34 @@ extension EventSubscription {
     }
 }
 
-/// The error an operation throws, as a ControlError (nil when it succeeds).
+/// The error an operation throws, as the control API answers it (nil when it succeeds).
 private func refusal(_ operation: () async throws -> Void) async -> ControlError? {
     do {
         try await operation()
         return nil
-    } catch let error as ControlError {
-        return error
+    } catch let error as CoreError {
+        return ControlError(error)
     } catch {
-        Issue.record("not a ControlError: \(error)")
+        Issue.record("not a CoreError: \(error)")
         return nil
     }
 }
 
 @Suite("key access through the key manager")
 struct KeyAccessTests {
-    /// One entry point of each tier, called by `caller` on key "k".
-    static let operations: [(KeyAccess, String, @Sendable (KeyManager, Caller) async throws -> Void)] = [
-        (.see, "document", { _ = try await $0.document(named: "k", by: $1) }),
-        (.see, "pinStatus", { _ = try await $0.pinStatus("k", by: $1) }),
-        (.see, "presenceSettings", { _ = try await $0.presenceSettings("k", by: $1) }),
-        (.manage, "replug", { _ = try await $0.replug("k", by: $1) }),
-        (.manage, "updateConfiguration", { _ = try await $0.updateConfiguration("k", ConfigDocument(), by: $1) }),
-        (.use, "credentials", { _ = try await $0.credentials("k", by: $1) }),
-        (.use, "updatePresence", { _ = try await $0.updatePresence("k", PresenceDocument(mode: .deny), by: $1) }),
-        (.use, "policy", { _ = try await $0.policy("k", by: $1) }),
-        (.use, "clearOverrides", { try await $0.clearOverrides("k", by: $1) }),
-        (.use, "updatePIN", { _ = try await $0.updatePIN("k", PINRequest(newPin: "123456"), by: $1) }),
-        (.export, "exportCXF", { _ = try await $0.exportCXF("k", pin: nil, by: $1, sealing: nil) }),
+    /// One entry point of each tier, called with `caller`'s grant of that tier on key "k".
+    static let operations: [(KeyAccess, String, @Sendable (KeyManager, KeyGrant) async throws -> Void)] = [
+        (.see, "document", { _ = try await $0.document($1) }),
+        (.see, "pinStatus", { _ = try await $0.pinStatus($1) }),
+        (.see, "presenceSettings", { _ = try await $0.presenceSettings($1) }),
+        (.manage, "replug", { _ = try await $0.replug($1) }),
+        (.manage, "updateConfiguration", { _ = try await $0.updateConfiguration($1, ConfigDocument()) }),
+        (.use, "credentials", { _ = try await $0.credentials($1) }),
+        (.use, "updatePresence", { _ = try await $0.updatePresence($1, PresenceDocument(mode: .deny)) }),
+        (.use, "policy", { _ = try await $0.policy($1) }),
+        (.use, "clearOverrides", { try await $0.clearOverrides($1) }),
+        (.use, "updatePIN", { _ = try await $0.updatePIN($1, PINRequest(newPin: "123456")) }),
+        (.export, "exportCXF", { _ = try await $0.exportCXF($1, ExportRequest(plaintext: true)) }),
     ]
 
     /// Operation `index` of `operations`, tried by `caller` on a fresh key "k" of the
@@ -105,7 +111,7 @@ struct KeyAccessTests {
         defer { keys.cleanUp() }
         try await keys.make("k", exportable: exportable)
         let stream = keys.events.subscribe()
-        let error = await refusal { try await operation(keys.manager, caller) }
+        let error = await refusal { try await operation(keys.manager, keys.manager.grant("k", access, by: caller)) }
         try await check(access, name, error, keys, await stream.drained(closing: keys.events))
     }
 
@@ -128,7 +134,7 @@ struct KeyAccessTests {
                         "door": "control",
                     ]
             )
-            let mode = try await keys.manager.presenceSettings("k", by: Keys.owner).mode
+            let mode = try await keys.manager.presenceSettings(keys.grant("k", .see)).mode
             #expect(mode == .prompt, "nothing changed")
         }
     }
@@ -154,12 +160,26 @@ struct KeyAccessTests {
         }
     }
 
+    @Test("an entry point given a grant of another tier asks the rules again: root's see is no use")
+    func otherTier() async throws {
+        let keys = try Keys()
+        defer { keys.cleanUp() }
+        try await keys.make("k")
+        let see = try await keys.grant("k", .see, Keys.root)
+        let stream = keys.events.subscribe()
+        let error = await refusal { _ = try await keys.manager.credentials(see) }
+        #expect(error?.status == 403 && error?.rule == "owner-only")
+        #expect(await stream.drained(closing: keys.events).map(\.name) == [.accessRefused])
+        let owners = try await keys.grant("k", .see)
+        #expect(try await keys.manager.credentials(owners).isEmpty, "the owner's see grant leads to use")
+    }
+
     @Test("a key that does not exist is a 404 for everyone, with no event")
     func missing() async throws {
         let keys = try Keys()
         defer { keys.cleanUp() }
         let stream = keys.events.subscribe()
-        #expect(await refusal { try await keys.manager.authorize("nope", .see, by: Keys.other) }?.status == 404)
+        #expect(await refusal { _ = try await keys.manager.grant("nope", .see, by: Keys.other) }?.status == 404)
         #expect(await stream.drained(closing: keys.events).isEmpty)
     }
 
@@ -172,7 +192,7 @@ struct KeyAccessTests {
         #expect(await keys.manager.documents(by: Keys.owner).map(\.name) == ["mine"])
         #expect(await keys.manager.documents(by: Keys.other).map(\.name) == ["theirs"])
         #expect(await keys.manager.documents(by: Keys.root).map(\.name) == ["mine", "theirs"])
-        let document = try await keys.manager.document(named: "mine", by: Keys.owner)
+        let document = try await keys.manager.document(keys.grant("mine", .see))
         #expect(document.owner.uid == 1001 && document.exportable == false)
     }
 
@@ -185,7 +205,7 @@ struct KeyAccessTests {
         let others = try await keys.manager.subscribe(key: nil, by: Keys.other)
         let roots = try await keys.manager.subscribe(key: nil, by: Keys.root)
         let later = try await keys.manager.subscribe(key: "later", by: Keys.other)
-        _ = try await keys.manager.replug("mine", by: Keys.owner)
+        _ = try await keys.manager.replug(keys.grant("mine", .manage))
         _ = try await keys.manager.create(CreateKeyRequest(name: "later"), by: Keys.other)
         keys.events.publish(.policyDecision, key: nil, ["reason": "daemon-wide"])
         let error = await refusal { _ = try await keys.manager.subscribe(key: "mine", by: Keys.other) }
@@ -231,8 +251,8 @@ struct KeyAccessTests {
         let keys = try Keys(keys: [owned, KeyConfiguration(name: "daemons")])
         defer { keys.cleanUp() }
         try await keys.manager.startAll()
-        #expect(try await keys.manager.document(named: "owned", by: Keys.owner).owner.uid == 1001)
-        #expect(try await keys.manager.document(named: "daemons", by: .daemon).owner.uid == getuid())
+        #expect(try await keys.manager.document(keys.grant("owned", .see)).owner.uid == 1001)
+        #expect(try await keys.manager.document(keys.grant("daemons", .see, .daemon)).owner.uid == getuid())
     }
 
     @Test("exportable is chosen at creation: PUT config naming it is a 400 and changes nothing")
@@ -243,9 +263,9 @@ struct KeyAccessTests {
         var body = ConfigDocument()
         body.exportable = true
         #expect(
-            await refusal { _ = try await keys.manager.updateConfiguration("k", body, by: Keys.owner) }?.status == 400
+            await refusal { _ = try await keys.manager.updateConfiguration(keys.grant("k", .manage), body) }?.status == 400
         )
-        #expect(try await keys.manager.document(named: "k", by: Keys.owner).exportable == false)
+        #expect(try await keys.manager.document(keys.grant("k", .see)).exportable == false)
     }
 
     @Test(
@@ -257,23 +277,23 @@ struct KeyAccessTests {
         try await keys.make("k")
         let manager = keys.manager
         let stream = keys.events.subscribe(key: "k")
-        let noPIN = await refusal { _ = try await manager.exportCXF("k", pin: nil, by: Keys.owner, sealing: nil) }
+        let noPIN = await refusal { _ = try await manager.exportCXF(keys.grant("k", .export), ExportRequest(plaintext: true)) }
         #expect(noPIN?.rule == "not-exportable")
         #expect(noPIN?.message.contains("exportable") == true && noPIN?.message.contains("PIN") == true)
-        _ = try await manager.updatePIN("k", PINRequest(newPin: "123456"), by: Keys.owner)
+        _ = try await manager.updatePIN(keys.grant("k", .use), PINRequest(newPin: "123456"))
         #expect(
-            await refusal { _ = try await manager.exportCXF("k", pin: nil, by: Keys.owner, sealing: nil) }?.rule
+            await refusal { _ = try await manager.exportCXF(keys.grant("k", .export), ExportRequest(plaintext: true)) }?.rule
                 == "export-needs-pin"
         )
-        let wrong = await refusal { _ = try await manager.exportCXF("k", pin: "000000", by: Keys.owner, sealing: nil) }
+        let wrong = await refusal { _ = try await manager.exportCXF(keys.grant("k", .export), ExportRequest(plaintext: true, pin: "000000")) }
         #expect(wrong?.rule == "export-pin-refused" && wrong?.message.contains("7 retries left") == true)
-        #expect(try await manager.pinStatus("k", by: Keys.owner).retries == 7)
-        let root = await refusal { _ = try await manager.exportCXF("k", pin: "000000", by: Keys.root, sealing: nil) }
+        #expect(try await manager.pinStatus(keys.grant("k", .see)).retries == 7)
+        let root = await refusal { _ = try await manager.exportCXF(keys.grant("k", .export, Keys.root), ExportRequest(plaintext: true, pin: "000000")) }
         #expect(root?.rule == "owner-only")
-        #expect(try await manager.pinStatus("k", by: Keys.owner).retries == 7, "another caller spends no retry")
-        let export = try await manager.exportCXF("k", pin: "123456", by: Keys.owner, sealing: nil)
+        #expect(try await manager.pinStatus(keys.grant("k", .see)).retries == 7, "another caller spends no retry")
+        let export = try await manager.exportCXF(keys.grant("k", .export), ExportRequest(plaintext: true, pin: "123456"))
         #expect(export.count == 0)
-        #expect(try await manager.pinStatus("k", by: Keys.owner).retries == 8)
+        #expect(try await manager.pinStatus(keys.grant("k", .see)).retries == 8)
         let events = await stream.drained(closing: keys.events)
         #expect(
             events.map(\.name) == [.accessRefused, .accessRefused, .accessRefused, .accessRefused, .keyExported]
@@ -287,19 +307,14 @@ struct KeyAccessTests {
         defer { keys.cleanUp() }
         try await keys.make("ci", exportable: true)
         try await keys.make("person")
-        let export = try await keys.manager.exportCXF(
-            "ci",
-            pin: nil,
-            by: Keys.owner,
-            sealing: { _ in Data("sealed".utf8) }
-        )
-        #expect(export.document == Data("sealed".utf8))
+        let export = try await keys.manager.exportCXF(keys.grant("ci", .export), ExportRequest(plaintext: true))
+        #expect(try CXF.read(export.document).isEmpty, "a CXF document of no passkeys")
         let error = await refusal {
-            _ = try await keys.manager.credential("person", id: "AAAA", includePrivateKey: true, by: Keys.owner)
+            _ = try await keys.manager.credential(keys.grant("person", .use), id: "AAAA", includePrivateKey: true)
         }
         #expect(error?.rule == "not-exportable")
         let missing = await refusal {
-            _ = try await keys.manager.credential("ci", id: "AAAA", includePrivateKey: true, by: Keys.owner)
+            _ = try await keys.manager.credential(keys.grant("ci", .use), id: "AAAA", includePrivateKey: true)
         }
         #expect(missing?.status == 404, "exportable: the credential lookup runs")
     }

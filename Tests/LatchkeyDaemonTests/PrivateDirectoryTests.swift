@@ -8,6 +8,7 @@ import Foundation
 import Glibc
 import Testing
 
+@testable import LatchkeyCore
 @testable import LatchkeyDaemon
 
 /// A fresh directory under /tmp (root-owned and sticky, as /tmp is), removed by `cleanUp`.

@@ -6,6 +6,7 @@
 import Glibc
 import Testing
 
+@testable import LatchkeyCore
 @testable import LatchkeyDaemon
 
 @Suite("giving unused pages back")

@@ -7,8 +7,9 @@ import Foundation
 import Logging
 import Testing
 
+@testable import LatchkeyCore
 @testable import LatchkeyDaemon
-import LatchkeyNames
+import LatchkeyContract
 
 /// A fresh directory under /tmp, removed by `cleanUp`.
 private struct Scratch {
@@ -107,7 +108,7 @@ struct StateDirectoryTests {
 // MARK: - The key manager over the state directory
 
 struct NoAttachment: KeyAttachment {
-    func uhidStatus() async -> KeyDocument.UHIDStatus { .init(state: "disabled") }
+    func uhidStatus() async -> KeyDocument.UHIDStatus { .init(state: .disabled) }
     func usbipStatus() async -> KeyDocument.USBIPStatus? { nil }
     func waitUntilVisible(timeout: Duration) async -> Bool { true }
     func detach() async {}
@@ -140,7 +141,7 @@ struct KeyManagerStateTests {
             _ = try await manager.create(CreateKeyRequest(name: name), by: .daemon)
             Issue.record("created a key named \(name.debugDescription)")
         } catch {
-            #expect(error.status == 400)
+            #expect(error.code == .invalid)
             #expect(error.message.contains(KeyName.grammar))
         }
         #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.path + "/state/keys").isEmpty)
@@ -156,9 +157,12 @@ struct KeyManagerStateTests {
         let directory = scratch.path + "/state/keys/ci-1"
         try FileManager.default.moveItem(atPath: directory, toPath: scratch.path + "/moved")
         try scratch.link("ci-1", to: scratch.path + "/outside")
-        await #expect(throws: ControlError.self) { try await manager.delete("ci-1", by: .daemon) }
+        await #expect(throws: CoreError.self) {
+            try await manager.delete(manager.grant("ci-1", .manage, by: .daemon))
+        }
         #expect(scratch.outsideIsIntact)
-        #expect(try await manager.document(named: "ci-1", by: .daemon).name == "ci-1", "the key is still there")
+        let kept = try await manager.document(manager.grant("ci-1", .see, by: .daemon))
+        #expect(kept.name == "ci-1", "the key is still there")
     }
 
     @Test("a name a directory already holds is refused, not adopted")
@@ -171,7 +175,7 @@ struct KeyManagerStateTests {
             _ = try await manager.create(CreateKeyRequest(name: "old"), by: .daemon)
             Issue.record("adopted a leftover directory")
         } catch {
-            #expect(error.status == 409)
+            #expect(error.code == .conflict)
         }
     }
 

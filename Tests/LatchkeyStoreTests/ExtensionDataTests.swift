@@ -91,37 +91,25 @@ struct ExtensionDataTests {
         #expect(error?.code == .corrupt)
     }
 
-    @Test("a v1 store migrates to v2 and v3 and keeps every credential, secret and counter")
+    @Test("a v1 store migrates to v2, v3 and v4 and keeps every credential, secret and counter")
     func migratesFromV1() throws {
         let directory = try TemporaryDirectory()
         var saved: [StoredCredential] = []
-        var lastCounter: UInt32 = 0
         do {
-            let store = try openStore(directory)
-            for _ in 0..<3 { saved.append(try store.save(sampleCredential())) }
-            try store.setSecret([7, 7], named: "credential-wrapping-secret")
-            for _ in 0..<5 { lastCounter = try store.nextSignatureCounter(scope: saved[0].id) }
-        }
-        // Make the file what v1 wrote: no extension columns, no v2 or v3 migration.
-        try rawDatabase(directory).write { db in
-            try db.execute(
-                sql: """
-                    ALTER TABLE credential DROP COLUMN sealedCredRandom;
-                    ALTER TABLE credential DROP COLUMN sealedCredBlob;
-                    ALTER TABLE credential DROP COLUMN sealedLargeBlobKey;
-                    ALTER TABLE credential DROP COLUMN thirdPartyPayment;
-                    DELETE FROM grdb_migrations WHERE identifier IN ('v2', 'v3');
-                    """
-            )
+            // What v1 wrote: no extension columns, names in the clear, sealed under the master key.
+            let legacy = try LegacyStore(directory, version: "v1")
+            for _ in 0..<3 { saved.append(try legacy.insert(sampleCredential())) }
+            try legacy.setSecret([7, 7], named: "credential-wrapping-secret")
+            try legacy.reserve(scope: saved[0].id, upTo: 37)
         }
         let store = try openStore(directory)
         #expect(try store.allCredentials() == saved.reversed())
         #expect(try store.secret(named: "credential-wrapping-secret") == [7, 7])
-        #expect(try store.nextSignatureCounter(scope: saved[0].id) > lastCounter)
+        #expect(try store.nextSignatureCounter(scope: saved[0].id) >= 37)
         let migrations = try rawDatabase(directory).read { db in
             try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations")
         }
-        #expect(migrations == ["v1", "v2", "v3"])
+        #expect(migrations == ["v1", "v2", "v3", "v4"])
         let withExtensions = try store.save(credentialWithExtensions())
         #expect(try store.credential(id: withExtensions.id) == withExtensions)
     }

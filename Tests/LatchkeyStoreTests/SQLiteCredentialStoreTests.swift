@@ -277,14 +277,23 @@ struct SQLiteCredentialStoreTests {
         }
         #expect(throws: StoreError(.corrupt, "")) { try store.credential(id: first.id) }
 
-        // A column of the wrong type, and an out-of-range credProtect.
+        // A sealed account record moved to another credential, a column of the wrong
+        // type, and an out-of-range credProtect.
+        let third = try store.save(sampleCredential())
         try raw.write { db in
-            try db.execute(sql: "UPDATE credential SET rpId = X'00' WHERE id = ?", arguments: [Data(second.id)])
+            try db.execute(
+                sql: "UPDATE credential SET sealedAccount = (SELECT sealedAccount FROM credential WHERE id = ?) WHERE id = ?",
+                arguments: [Data(second.id), Data(third.id)]
+            )
+        }
+        #expect(throws: StoreError(.corrupt, "")) { try store.credential(id: third.id) }
+        try raw.write { db in
+            try db.execute(sql: "UPDATE credential SET algorithm = X'00' WHERE id = ?", arguments: [Data(second.id)])
         }
         #expect(throws: StoreError(.corrupt, "")) { try store.credential(id: second.id) }
         try raw.write { db in
             try db.execute(
-                sql: "UPDATE credential SET rpId = 'x', credProtect = 300 WHERE id = ?",
+                sql: "UPDATE credential SET algorithm = -7, credProtect = 300 WHERE id = ?",
                 arguments: [Data(second.id)]
             )
         }
@@ -371,7 +380,7 @@ struct SQLiteCredentialStoreTests {
         let migrations = try raw.read { db in
             try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations")
         }
-        #expect(migrations == ["v1", "v2", "v3"])
+        #expect(migrations == ["v1", "v2", "v3", "v4"])
         let journal = try raw.read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") }
         #expect(journal == "wal")
         try raw.close()

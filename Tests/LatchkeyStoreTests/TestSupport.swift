@@ -7,7 +7,7 @@ import Foundation
 import GRDB
 import Glibc
 import LatchkeyCrypto
-import LatchkeyStore
+@testable import LatchkeyStore
 
 /// A fresh directory, removed with everything in it when released.
 final class TemporaryDirectory {
@@ -192,4 +192,86 @@ final class Probe {
     deinit {
         kill9()
     }
+}
+
+/// A store file as an earlier schema wrote it — migrated up to `version`
+/// ("v1" … "v3"), its key check, credentials and secrets sealed under the
+/// master key as that code sealed them, names in the clear — so that a
+/// migration can be tested on what a released build left on disk.
+struct LegacyStore {
+    let directory: TemporaryDirectory
+    let version: String
+    let key: [UInt8]
+
+    init(_ directory: TemporaryDirectory, version: String, key: [UInt8] = masterKey) throws {
+        self.directory = directory
+        self.version = version
+        self.key = key
+        let database = try rawDatabase(directory)
+        try Schema.migrator(masterKey: Sealer(key: key)).migrate(database, upTo: version)
+        let check = try Sealer(key: key).seal(SecureRandom.bytes(count: 16), .keyCheck, context: [], what: "check")
+        try database.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA journal_mode = WAL") }
+        try database.write { db in
+            try db.execute(sql: "INSERT INTO meta (key, value) VALUES ('keyCheck', ?)", arguments: [Data(check)])
+        }
+    }
+
+    /// Inserts `credential` as that schema stored it; returns it with its sequence.
+    @discardableResult
+    func insert(_ credential: StoredCredential) throws -> StoredCredential {
+        let sealer = Sealer(key: key)
+        let id = credential.id
+        func sealed(_ value: [UInt8]?, _ domain: Sealer.Domain) throws -> Data? {
+            try value.map { Data(try sealer.seal($0, domain, context: id, what: "test")) }
+        }
+        var columns = "id, rpId, rpIdHash, rpName, userId, userName, userDisplayName, algorithm, sealedPrivateKey, credProtect"
+        var values: [(any DatabaseValueConvertible)?] = [
+            Data(id), credential.rpId, Data(credential.rpIdHash), credential.rpName, Data(credential.userId),
+            credential.userName, credential.userDisplayName, credential.algorithm,
+            try sealed(credential.privateKey, .credential), Int(credential.credProtect),
+        ]
+        if version >= "v2" {
+            columns += ", sealedCredRandom, sealedCredBlob, sealedLargeBlobKey"
+            values += [
+                try sealed(credential.credRandom, .credRandom), try sealed(credential.credBlob, .credBlob),
+                try sealed(credential.largeBlobKey, .largeBlobKey),
+            ]
+        }
+        if version >= "v3" {
+            columns += ", thirdPartyPayment"
+            values.append(credential.thirdPartyPayment ? 1 : 0)
+        }
+        let placeholders = Array(repeating: "?", count: values.count).joined(separator: ", ")
+        var stored = credential
+        try rawDatabase(directory).write { db in
+            try db.execute(
+                sql: "INSERT INTO credential (\(columns)) VALUES (\(placeholders))",
+                arguments: StatementArguments(values)
+            )
+            stored.sequence = db.lastInsertedRowID
+        }
+        return stored
+    }
+
+    /// Stores a secret sealed as that schema sealed it.
+    func setSecret(_ value: [UInt8], named name: String) throws {
+        let sealed = try Sealer(key: key).seal(value, .secret, context: Array(name.utf8), what: "test")
+        try rawDatabase(directory).write { db in
+            try db.execute(sql: "INSERT INTO secret (name, sealedValue) VALUES (?, ?)", arguments: [name, Data(sealed)])
+        }
+    }
+
+    /// Persists a counter reservation.
+    func reserve(scope: [UInt8], upTo bound: Int64) throws {
+        try rawDatabase(directory).write { db in
+            try db.execute(
+                sql: "INSERT INTO signatureCounter (scope, reserved) VALUES (?, ?)", arguments: [Data(scope), bound]
+            )
+        }
+    }
+}
+
+/// The bytes of a file, empty when there is none.
+func fileBytes(_ path: String) -> [UInt8] {
+    [UInt8]((try? Data(contentsOf: URL(fileURLWithPath: path))) ?? Data())
 }

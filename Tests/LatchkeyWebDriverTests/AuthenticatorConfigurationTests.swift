@@ -1,7 +1,8 @@
 // Add Virtual Authenticator's parameters (WebAuthn §11 "Authenticator
 // Configuration") and the latchkeyd key they become.
 
-import LatchkeyNames
+import LatchkeyContract
+import LatchkeyJSON
 import Testing
 
 @testable import LatchkeyWebDriver
@@ -77,8 +78,8 @@ struct AuthenticatorConfigurationTests {
         let configuration = try Self.configuration([
             "extensions": .array([.string("largeBlob"), .string("credBlob"), .string("minPinLength"), .string("prf")])
         ])
-        #expect(configuration.hasLargeBlob && configuration.hasCredBlob && configuration.hasMinPinLength)
-        #expect(configuration.hasPrf)
+        #expect(configuration[.largeBlob] && configuration[.credBlob] && configuration[.minPinLength])
+        #expect(configuration[.prf] && !configuration[.residentKeys])
     }
 
     @Test(

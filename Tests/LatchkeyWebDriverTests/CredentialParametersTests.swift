@@ -2,7 +2,7 @@
 // Selenium's Python bindings send them, the control API request they
 // become, and Get Credentials' answer.
 
-import LatchkeyNames
+import LatchkeyJSON
 import Testing
 
 @testable import LatchkeyWebDriver

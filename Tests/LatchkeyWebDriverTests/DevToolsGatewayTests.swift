@@ -3,7 +3,7 @@
 // WebAuthn domain's options and credentials mapped to latchkeyd's, and
 // latchkeyd's events mapped to the domain's.
 
-import LatchkeyNames
+import LatchkeyJSON
 import Testing
 
 @testable import LatchkeyWebDriver

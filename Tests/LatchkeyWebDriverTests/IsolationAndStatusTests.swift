@@ -1,7 +1,7 @@
 // Both gateways' isolation rules (BrowserAccount.swift) and GET /status as a
 // WebDriver node (NodeStatus.swift).
 
-import LatchkeyNames
+import LatchkeyJSON
 import NIOCore
 import Testing
 

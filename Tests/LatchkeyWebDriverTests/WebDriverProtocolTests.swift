@@ -3,7 +3,7 @@
 
 import Foundation
 import NIOCore
-import LatchkeyNames
+import LatchkeyJSON
 import Testing
 
 @testable import LatchkeyWebDriver

@@ -13,8 +13,10 @@ the pages state is checked rather than copied:
   docs/control-api.md's table and every latchkeyd flag in docs/configuration.md's;
 * the environment variables and fuzzers the pages name exist in the code;
 * docs/ARCHITECTURE.md's package table names every target of Package.swift, and its
-  layout every script; docs/conformance.md's explained skips are the device suite
-  plugin's.
+  layout every script; its import table is what each target's sources import, so the
+  key core (Sources/LatchkeyCore) is shown importing no NIO and no Hummingbird, and no
+  file of the core names an HTTP status; docs/conformance.md's explained skips are the
+  device suite plugin's.
 
     python3 -m pytest -q Tests/docs     # after swift build; LATCHKEYD, LATCHKEYCTL and
                                         # LATCHKEY_WEBDRIVER name the binaries (default
@@ -392,6 +394,89 @@ def test_the_package_table_names_every_target():
     assert {"CTAP", "LatchkeyDaemon", "latchkeyctl", "CZlib"} <= targets, targets
     assert not targets - listed, f"docs/ARCHITECTURE.md's package table misses {sorted(targets - listed)}"
     assert not listed - targets, f"docs/ARCHITECTURE.md's package table names no target {sorted(listed - targets)}"
+
+
+def target_folders() -> dict[str, Path]:
+    """Each target of Package.swift that has Swift sources outside Tests/, and its folder."""
+    manifest = text(REPO / "Package.swift")
+    starts = [m for m in re.finditer(r"\.(target|executableTarget|systemLibrary|testTarget)\(\s*name:\s*\"([^\"]+)\"",
+                                     manifest)]
+    folders = {}
+    for match, following in zip(starts, starts[1:] + [None]):
+        body = manifest[match.end():following.start() if following else len(manifest)]
+        if match.group(1) in ("testTarget", "systemLibrary"):
+            continue
+        path = re.search(r'path:\s*"([^"]+)"', body)
+        folder = path.group(1) if path else f"Sources/{match.group(2)}"
+        if not folder.startswith("Tests/"):
+            folders[match.group(2)] = REPO / folder
+    return folders
+
+
+# An import declaration, with any attributes (@preconcurrency, @_spi(...), @testable), access
+# level and kind (`import struct Foo.Bar`): the module is the first name after them.
+IMPORT = re.compile(r"^(?:@\w+(?:\([^)]*\))?\s+)*(?:(?:public|package|internal|fileprivate|private)\s+)?import\s+"
+                    r"(?:(?:struct|class|enum|protocol|typealias|func|var|let)\s+)?(\w+)", re.M)
+
+
+def imports_of(folder: Path) -> set[str]:
+    """The modules the Swift files under `folder` import."""
+    return {match.group(1) for path in folder.rglob("*.swift") for match in IMPORT.finditer(text(path))}
+
+
+def documented_imports() -> dict[str, set[str]]:
+    """docs/ARCHITECTURE.md's import table: target -> the modules its row names."""
+    table = section(text(DOCS / "ARCHITECTURE.md"), "Targets and what they may import")
+    rows = {}
+    for line in table.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and (name := re.fullmatch(r"`([\w-]+)`", cells[0])):
+            rows[name.group(1)] = set(re.findall(r"`(\w+)`", cells[1]))
+    return rows
+
+
+def test_the_import_table_is_what_each_target_imports():
+    documented = documented_imports()
+    folders = target_folders()
+    assert {"LatchkeyCore", "LatchkeyDaemon", "LatchkeyWebDriver", "latchkey-webdriver"} <= set(folders), folders
+    assert set(documented) == set(folders), (
+        f"docs/ARCHITECTURE.md's import table has rows for {sorted(set(documented) - set(folders))} that are no "
+        f"target, and none for {sorted(set(folders) - set(documented))}")
+    wrong = {target: {"imported, not in the table": sorted(imports_of(folder) - documented[target]),
+                      "in the table, not imported": sorted(documented[target] - imports_of(folder))}
+             for target, folder in folders.items() if imports_of(folder) != documented[target]}
+    assert not wrong, f"docs/ARCHITECTURE.md's import table differs from the sources: {wrong}"
+
+
+CORE = REPO / "Sources" / "LatchkeyCore"
+
+
+def test_the_key_core_imports_no_nio_hummingbird_or_daemon():
+    imports = imports_of(CORE)
+    assert "CTAP" in imports, imports
+    adapters = sorted(name for name in imports if name.startswith(("NIO", "Hummingbird", "HTTPTypes", "AsyncHTTPClient",
+                                                                     "ServiceLifecycle", "LatchkeyDaemon")))
+    assert not adapters, f"Sources/LatchkeyCore imports {adapters}: HTTP and sockets are the daemon's"
+
+
+def http_statuses() -> set[str]:
+    """The HTTP statuses the control API answers with: its OpenAPI description's responses
+    and those its error mapping (Control/ErrorMapping.swift) gives."""
+    described = re.findall(r"^\s+['\"]?([1-5]\d\d)['\"]?:\s*$", text(DOCS / "control-api.openapi.yaml"), re.M)
+    mapped = re.findall(r"\((\d{3}), \"", text(REPO / "Sources/LatchkeyDaemon/Control/ErrorMapping.swift"))
+    return set(described) | set(mapped)
+
+
+def test_no_file_of_the_key_core_names_an_http_status():
+    statuses = http_statuses()
+    assert {"200", "400", "403", "404", "507"} <= statuses, statuses
+    number = re.compile(r"(?<![\w.-])(%s)(?![\w.-])" % "|".join(sorted(statuses)))
+    types = re.compile(r"\b(HTTPResponse|HTTPRequest|HTTPFields|HTTPTypes|Hummingbird\w*|NIO\w+)\b")
+    found = [f"{relative(path)}:{number_}: {line.strip()}"
+             for path in sorted(CORE.rglob("*.swift"))
+             for number_, line in enumerate(text(path).splitlines(), 1)
+             if number.search(line) or types.search(line)]
+    assert not found, "the key core names HTTP (its callers map CoreError; Control/ErrorMapping.swift):\n" + "\n".join(found)
 
 
 def test_the_layout_names_every_script_and_folder():

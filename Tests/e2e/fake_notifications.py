@@ -4,9 +4,14 @@ the session bus given by DBUS_SESSION_BUS_ADDRESS (a private dbus-daemon of the 
 It prints one JSON line per call it receives (Notify, CloseNotification) on standard
 output, after a first line READY, and offers org.latchkey.Test.Invoke(id, action), which
 emits ActionInvoked(id, action) and then NotificationClosed(id, 2), as a server does
-when a person clicks an action. It says it renders body markup (GetCapabilities:
-actions, body, body-markup), as desktop servers do. It needs PyGObject (Debian python3-gi) and ends by
-itself when the bus goes away, on SIGTERM, or after --max-seconds.
+when a person clicks an action. Like Debian's dunst, it sends ActionInvoked and
+NotificationClosed only to the connection that called Notify for that notification (a
+unicast signal: the Desktop Notifications Specification has the signals go to the
+client that made the notification), never to the whole bus, so that a client which
+notifies on one connection and listens on another hears nothing here either. It says it
+renders body markup (GetCapabilities: actions, body, body-markup), as desktop servers
+do. It needs PyGObject (Debian python3-gi) and ends by itself when the bus goes away, on
+SIGTERM, or after --max-seconds.
 
     python3 fake_notifications.py [--max-seconds 300]
 """
@@ -47,13 +52,15 @@ def main() -> None:
     max_seconds = int(sys.argv[sys.argv.index("--max-seconds") + 1]) if "--max-seconds" in sys.argv else 300
     loop = GLib.MainLoop()
     node = Gio.DBusNodeInfo.new_for_xml(XML)
-    state = {"next": 1, "open": set()}
+    # notification id -> the unique bus name of the connection that called Notify for it
+    state = {"next": 1, "open": {}}
 
     def record(**fields):
         print(json.dumps(fields), flush=True)
 
-    def emit(connection, name, params):
-        connection.emit_signal(None, PATH, IFACE, name, params)
+    def emit(connection, nid, name, params):
+        """The signal to the connection that made notification `nid`, and to nobody else."""
+        connection.emit_signal(state["open"][nid], PATH, IFACE, name, params)
 
     def on_call(connection, sender, path, interface, method, params, invocation):
         args = params.unpack()
@@ -61,16 +68,16 @@ def main() -> None:
             app, replaces, icon, summary, body, actions, hints, timeout = args
             nid = replaces or state["next"]
             state["next"] += 1
-            state["open"].add(nid)
+            state["open"][nid] = sender
             record(call="Notify", id=nid, app=app, summary=summary, body=body, actions=list(actions),
-                   timeout=timeout)
+                   timeout=timeout, sender=sender)
             invocation.return_value(GLib.Variant("(u)", (nid,)))
         elif method == "CloseNotification":
             (nid,) = args
             record(call="CloseNotification", id=nid)
             if nid in state["open"]:
-                state["open"].discard(nid)
-                emit(connection, "NotificationClosed", GLib.Variant("(uu)", (nid, 3)))
+                emit(connection, nid, "NotificationClosed", GLib.Variant("(uu)", (nid, 3)))
+                del state["open"][nid]
             invocation.return_value(None)
         elif method == "GetCapabilities":
             invocation.return_value(GLib.Variant("(as)", (["actions", "body", "body-markup"],)))
@@ -79,9 +86,13 @@ def main() -> None:
         elif method == "Invoke":
             nid, action = args
             record(call="Invoke", id=nid, action=action)
-            emit(connection, "ActionInvoked", GLib.Variant("(us)", (nid, action)))
-            state["open"].discard(nid)
-            emit(connection, "NotificationClosed", GLib.Variant("(uu)", (nid, 2)))
+            if nid not in state["open"]:
+                invocation.return_dbus_error("org.latchkey.Test.Error.NoSuchNotification",
+                                             f"notification {nid} is not open")
+                return
+            emit(connection, nid, "ActionInvoked", GLib.Variant("(us)", (nid, action)))
+            emit(connection, nid, "NotificationClosed", GLib.Variant("(uu)", (nid, 2)))
+            del state["open"][nid]
             invocation.return_value(None)
 
     def on_bus(connection, name):

@@ -56,6 +56,23 @@ def next_from(items: queue.Queue, matches, timeout: float, failure):
             return item
 
 
+def start_session_bus() -> tuple[subprocess.Popen, str]:
+    """A private session bus (dbus-daemon) of the daemon's account, and its address.
+    timeout(1): the bus ends by itself even if this process dies before its teardown.
+    Without a display in its environment: a notification server the bus would start
+    (dunst, D-Bus activated) cannot come up in place of the test's own."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    bus = subprocess.Popen(as_daemon_account(["timeout", "900", "dbus-daemon", "--session", "--nofork",
+                                              "--print-address=1"]),
+                           env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                           text=True, start_new_session=True)
+    address = bus.stdout.readline().strip()
+    if not address.startswith("unix:"):
+        terminate(bus)
+        raise AssertionError(f"dbus-daemon printed {address!r}")
+    return bus, address
+
+
 class FakeServer:
     def __init__(self, python: str, address: str):
         env = dict(os.environ, DBUS_SESSION_BUS_ADDRESS=address)
@@ -95,15 +112,9 @@ def desktop(tmp_path_factory):
     binary = daemon_binary()
     if not binary.exists():
         pytest.skip(f"no latchkeyd at {binary}")
-    # timeout(1): the bus ends by itself even if this process dies before its teardown.
-    bus = subprocess.Popen(as_daemon_account(["timeout", "900", "dbus-daemon", "--session", "--nofork",
-                                              "--print-address=1"]),
-                           stdin=subprocess.DEVNULL,
-                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    bus, address = start_session_bus()
     server = daemon = None
     try:
-        address = bus.stdout.readline().strip()
-        assert address.startswith("unix:"), f"dbus-daemon printed {address!r}"
         server = FakeServer(python, address)
         daemon = Daemon(binary, tmp_path_factory.mktemp("latchkeyd-desktop"), session_bus=address)
         daemon.start()

@@ -24,25 +24,25 @@ from fido2.ctap2 import Ctap2
 import rp
 from conftest import OWNER, Daemon, Opened, as_daemon_account, daemon_binary, latchkeyctl_binary, terminate, wait_for
 from test_control_api import start_in_thread
-from test_notifications import FakeServer, next_from, python_with_gi
+from test_notifications import FakeServer, next_from, python_with_gi, start_session_bus
+
+
+def skip_without_a_bus() -> str:
+    """A Python with PyGObject for the fake server; skips the test without the tools."""
+    python = python_with_gi()
+    missing = [tool for tool in ("dbus-daemon", "gdbus") if shutil.which(tool) is None]
+    if missing or python is None:
+        pytest.skip(f"needs dbus-daemon, gdbus and PyGObject (missing: {missing or ['python3-gi']})")
+    return python
 
 
 @pytest.fixture(scope="module")
 def session_bus():
     """A private session bus of the keys' owner with the fake notification server on it."""
-    python = python_with_gi()
-    missing = [tool for tool in ("dbus-daemon", "gdbus") if shutil.which(tool) is None]
-    if missing or python is None:
-        pytest.skip(f"needs dbus-daemon, gdbus and PyGObject (missing: {missing or ['python3-gi']})")
-    # timeout(1): the bus ends by itself even if this process dies before its teardown.
-    bus = subprocess.Popen(as_daemon_account(["timeout", "900", "dbus-daemon", "--session", "--nofork",
-                                              "--print-address=1"]),
-                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                           start_new_session=True)
+    python = skip_without_a_bus()
+    bus, address = start_session_bus()
     server = None
     try:
-        address = bus.stdout.readline().strip()
-        assert address.startswith("unix:"), f"dbus-daemon printed {address!r}"
         server = FakeServer(python, address)
         yield address, server
     finally:
@@ -288,6 +288,38 @@ def test_what_waited_before_the_agent_is_shown_and_what_ends_elsewhere_is_closed
         assert server.next_call("CloseNotification", timeout=10)["id"] == notify["id"]
     finally:
         assert process.stop() == 0, "".join(process.log)
+
+
+def test_a_server_that_starts_later_shows_what_waits(daemon, usb, make_key, control):
+    """The agent starts before any notification server (a session may start dunst after
+    it): the prompt waits, and is shown once a server takes the name; when that server
+    goes and another comes, the prompt is shown again with the time it has left, and
+    the new server's Allow answers it."""
+    python = skip_without_a_bus()
+    bus, address = start_session_bus()
+    process = Agent(daemon.control.path, address)
+    servers = []
+    try:
+        process.wait_for_line("following presence requests")
+        key = make_key(presence="prompt")
+        control.put(f"/v1/keys/{key['name']}/presence", {"timeoutSeconds": 20})
+        device = usb.ctap(key["usbip"]["busid"])
+        thread, result = start_in_thread(lambda: make_credential(device, user_name="ivan"))
+        process.wait_for_line("no notification server on the session bus")
+        servers.append(FakeServer(python, address))
+        first = servers[-1].next_call("Notify", timeout=10)
+        terminate(servers[-1].proc)
+        servers.append(FakeServer(python, address))
+        again = servers[-1].next_call("Notify", timeout=10)
+        assert again["summary"] == first["summary"] and again["body"] == first["body"]
+        assert 0 < again["timeout"] <= first["timeout"] <= 20_000, (first["timeout"], again["timeout"])
+        allow(servers[-1], again, thread, result)
+    finally:
+        code = process.stop()
+        for server in servers:
+            terminate(server.proc)
+        terminate(bus)
+    assert code == 0, "".join(process.log)
 
 
 def test_the_agent_follows_a_restarted_daemon(session_bus, tmp_path_factory):

@@ -6,11 +6,13 @@
 #   deb-checks.sh --deb FILE
 #
 # apt install ./latchkey_*.deb (offline: the image has the package's dependencies);
-# systemctl enable --now latchkeyd reaches active (Type=notify); the hidraw node has
-# the udev rule's group and mode; a user in the latchkey group runs latchkeyctl status,
-# fido2-token -L, and fido2-cred -M -r, approving its presence request with latchkeyctl
-# approve (the packaged configuration asks for approval); systemctl restart keeps the
-# credential (an assertion with it verifies); systemctl stop removes the device; apt
+# systemctl enable --now latchkeyd reaches active (Type=notify) with no key of its own
+# (the packaged configuration's default-key = false); a user in the latchkey group makes
+# a key with latchkeyctl, whose hidraw node is then the user's alone (owner, mode 600:
+# udev/70-latchkey.rules and latchkeyctl udev-owner), runs fido2-token -L and
+# fido2-cred -M -r, approving its presence request with latchkeyctl approve (the packaged
+# configuration asks for approval); systemctl restart keeps the key and the credential
+# (an assertion with it verifies); systemctl stop removes the device; apt
 # remove stops the daemon, gives /dev/uhid back to root and keeps the state (a
 # reinstall finds the credential); apt purge removes the state and the configuration.
 #
@@ -30,6 +32,7 @@ done
 export DEBIAN_FRONTEND=noninteractive
 W=$(mktemp -d /tmp/lk-deb.XXXXXX)
 USER_NAME=alice
+KEY=alice-key
 RP=deb.latchkey.test
 STATE=/var/lib/latchkeyd
 N=0 PASSED=0 FAILED=0
@@ -52,19 +55,19 @@ expect() {
 # as_user CMD...: CMD as the test user, with the groups /etc/group gives it
 as_user() { runuser -u "$USER_NAME" -- "$@"; }
 journal() { journalctl -u latchkeyd.service --no-pager -n 40 -o cat 2>&1 | sed 's/^/#   journal: /'; }
-status_json() { timeout 20 latchkeyctl --json status > "$W/status.json" 2> "$W/status.err"; }
+status_json() { as_user timeout 20 latchkeyctl --json status > "$W/status.json" 2> "$W/status.err"; }
 json() {
     python3 -c 'import json, sys
 d = json.load(open(sys.argv[1]))
 v = eval(sys.argv[2], {}, {"d": d})
 print("" if v is None else v)' "$1" "$2"
 }
-# hidraw_node: the default key's node, as the control API reports it (waits up to 30 s)
+# hidraw_node: the user's key's node, as the control API reports it to its owner (waits up to 30 s)
 hidraw_node() {
     local i node
     for ((i = 0; i < 60; i++)); do
         if status_json; then
-            node=$(json "$W/status.json" 'd["keys"][0]["uhid"].get("hidraw") if d["keys"] else ""')
+            node=$(json "$W/status.json" '[k["uhid"].get("hidraw") for k in d["keys"] if k["name"] == "'"$KEY"'"][0] if any(k["name"] == "'"$KEY"'" for k in d["keys"]) else ""')
             [ -n "$node" ] && [ -c "$node" ] && { echo "$node"; return 0; }
         fi
         sleep 0.5
@@ -82,8 +85,8 @@ approved() {
     cat "$W/approve.log" >> "$W/log"
     return "$rc"
 }
-has_credential() {  # ID: the credential list of the default key has it
-    timeout 20 latchkeyctl --json credentials list --key default > "$W/creds.json" 2> "$W/log" \
+has_credential() {  # ID: the credential list of the user's key has it (the owner asks)
+    as_user timeout 20 latchkeyctl --json credentials list --key "$KEY" > "$W/creds.json" 2> "$W/log" \
         && grep -q "\"$1\"" "$W/creds.json"
 }
 # b64url: base64 (fido2-cred's) as the control API spells credential ids
@@ -132,20 +135,23 @@ else
     systemctl status --no-pager latchkeyd.service 2>&1 | sed 's/^/#   /'
     journal
 fi
-NODE=$(hidraw_node) || NODE=
-udevadm settle --timeout=30  # the rule's group and mode come with udevd's event, not the node
-if [ -n "$NODE" ] && [ "$(stat -c '%G %a' "$NODE")" = "latchkey 660" ]; then
-    ok "hidraw node $NODE: group latchkey, mode 660 (udev/70-latchkey.rules)"
-else
-    bad "a hidraw node with group latchkey, mode 660 (node: ${NODE:-none}, $(stat -c '%U:%G %a' "$NODE" 2>&1))"
-    cat "$W/status.json" "$W/status.err" 2>/dev/null | sed 's/^/#   /'
-fi
-
 useradd -m -G latchkey "$USER_NAME"
 chown "$USER_NAME" "$W"
-expect "$USER_NAME (group latchkey): latchkeyctl status" \
+expect "$USER_NAME (group latchkey): latchkeyctl status, no key yet" \
     bash -c 'runuser -u "$1" -- timeout 20 latchkeyctl status | tee /dev/stderr | grep -q "^latchkeyd $2, "' \
     _ "$USER_NAME" "$VERSION"
+expect "$USER_NAME: latchkeyctl keys create $KEY, owned by $USER_NAME" \
+    bash -c 'runuser -u "$1" -- timeout 30 latchkeyctl --json keys create "$2" | tee /dev/stderr \
+        | python3 -c "import json, sys; d = json.load(sys.stdin); sys.exit(d[\"owner\"][\"name\"] != sys.argv[1])" "$1"' \
+    _ "$USER_NAME" "$KEY"
+NODE=$(hidraw_node) || NODE=
+udevadm settle --timeout=30  # the owner and mode come with udevd's event, not the node
+if [ -n "$NODE" ] && [ "$(stat -c '%U %G %a' "$NODE")" = "$USER_NAME root 600" ]; then
+    ok "hidraw node $NODE: $USER_NAME's alone, mode 600 (udev/70-latchkey.rules, latchkeyctl udev-owner)"
+else
+    bad "a hidraw node of $USER_NAME's, mode 600 (node: ${NODE:-none}, $(stat -c '%U:%G %a' "$NODE" 2>&1))"
+    cat "$W/status.json" "$W/status.err" 2>/dev/null | sed 's/^/#   /'
+fi
 expect "$USER_NAME: fido2-token -L lists ${NODE:-the node}" \
     bash -c 'runuser -u "$1" -- timeout 30 fido2-token -L | tee /dev/stderr | grep -q "^$2: vendor=0x1209, product=0x0001"' \
     _ "$USER_NAME" "$NODE"

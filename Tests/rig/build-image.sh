@@ -25,7 +25,8 @@
 #   EXTRA_WHEELS    "name==ver ..." more PyPI packages, with their dependencies (binary
 #                   wheels for the guest's CPython 3.11 on x86_64, or pure-Python ones)
 #   EXTRA_MODULES   "name ..."      more kernel modules to keep (default: uhid, hid-generic,
-#                   usbhid, vhci-hcd, usbip-host, virtio_net, and the boot modules)
+#                   usbhid, vhci-hcd, usbip-host, virtio_net, inet_diag, tcp_diag,
+#                   and the boot modules)
 #   FIDO2_VERSION   python-fido2's version (default 2.2.1)
 #   MIRROR          Debian mirror (default: the first one in this machine's apt sources)
 #
@@ -69,7 +70,10 @@ PACKAGES+=($EXTRA_PACKAGES)
 # Kernel modules: what the initramfs loads to reach the root (BOOT_MODULES, in this
 # order, with their dependencies first) and what rig-init may load (KEEP_MODULES).
 BOOT_MODULES="virtio_pci virtio_blk ext4 9pnet_virtio 9p"
-KEEP_MODULES="uhid hid-generic usbhid vhci-hcd usbip-host virtio_net $EXTRA_MODULES"
+# inet_diag and tcp_diag: NETLINK_SOCK_DIAG for TCP, through which latchkeyd and
+# latchkey-webdriver learn the uid at the other end of a loopback connection (they
+# refuse a peer the kernel does not name); the kernel loads them on the first request
+KEEP_MODULES="uhid hid-generic usbhid vhci-hcd usbip-host virtio_net inet_diag tcp_diag $EXTRA_MODULES"
 
 image_key() {
     {

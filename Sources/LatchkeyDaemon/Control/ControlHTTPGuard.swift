@@ -26,6 +26,7 @@ import CMalloc
 import Foundation
 import Hummingbird
 import HummingbirdCore
+import LatchkeyCore
 import Logging
 import NIOCore
 import NIOHTTP1

@@ -10,7 +10,8 @@
 import Glibc
 import Hummingbird
 import HummingbirdCore
-import LatchkeyNames
+import LatchkeyContract
+import LatchkeyCore
 import Logging
 import NIOCore
 

@@ -2,47 +2,34 @@
 // credential seeding and inspection, user verification's answer, and the
 // queue of overrides for a key's next operations.
 
-import Foundation
 import Hummingbird
-import LatchkeyNames
+import LatchkeyCore
 
 extension ControlServer {
     func addAutomationRoutes(to routes: ControlRoutes) {
         let manager = self.manager
 
-        routes.keyBody(.put, "user-verified", .use) { (context, body: UserVerifiedDocument) in
-            try await manager.setUserVerified(context.key, body.isUserVerified, by: context.caller)
+        routes.key(.put, "user-verified", .use) {
+            let body: UserVerifiedDocument = try await $0.body()
+            return try await manager.setUserVerified($0.key, body.isUserVerified)
         }
-        routes.key(.get, "user-verified", .see) { _, context in
-            try await manager.userVerified(context.key, by: context.caller)
-        }
+        routes.key(.get, "user-verified", .see) { try await manager.userVerified($0.key) }
 
-        routes.keyBody(.post, "overrides", .use, status: .created) { (context, body: OverrideRequest) in
-            try await manager.addOverride(context.key, body, by: context.caller)
-        }
-        routes.key(.get, "overrides", .use) { _, context in
-            try await manager.overrides(context.key, by: context.caller)
-        }
-        routes.key(.delete, "overrides", .use, status: .noContent) { _, context in
-            try await manager.clearOverrides(context.key, by: context.caller)
+        routes.key(.post, "overrides", .use, status: .created) { try await manager.addOverride($0.key, $0.body()) }
+        routes.key(.get, "overrides", .use) { try await manager.overrides($0.key) }
+        routes.key(.delete, "overrides", .use, status: .noContent) {
+            try await manager.clearOverrides($0.key)
             return Empty()
         }
 
         // ?privateKey=true takes the export tier: an exportable key only, as
         // a GET carries no PIN (docs/access.md, "Export").
-        routes.key(.get, "credentials/:id", .use, privateKey: .export) { request, context in
-            try await manager.credential(
-                context.key,
-                id: try parameter(context, "id"),
-                includePrivateKey: request.uri.queryParameters.get("privateKey") == "true",
-                by: context.caller
-            )
+        routes.key(.get, "credentials/:id", .use, privateKey: .export) {
+            try await manager.credential($0.key, id: $0.parameter("id"), includePrivateKey: $0.query("privateKey") == "true")
         }
-        routes.keyBody(.post, "credentials", .use, status: .created) { (context, body: SeedCredentialRequest) in
-            try await manager.seedCredential(context.key, body, by: context.caller)
-        }
-        routes.key(.delete, "credentials", .use, status: .noContent) { _, context in
-            try await manager.clearCredentials(context.key, by: context.caller)
+        routes.key(.post, "credentials", .use, status: .created) { try await manager.seedCredential($0.key, $0.body()) }
+        routes.key(.delete, "credentials", .use, status: .noContent) {
+            try await manager.clearCredentials($0.key)
             return Empty()
         }
     }

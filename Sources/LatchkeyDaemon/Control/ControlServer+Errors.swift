@@ -47,11 +47,10 @@ struct ErrorDocumentMiddleware: RouterMiddleware {
             // body is not even decoded): a bad name is always the 400 that
             // KeyRequestContext throws, which arrives here.
             return try await next(request, context)
-        } catch let error as ControlError {
-            return json(error.document, status: .init(code: error.status))
         } catch let error as any HTTPResponseError {
             return answer(error.status, request: request)
         } catch {
+            if let answered = ControlError.answering(error) { return answered.response() }
             context.logger.error("unmapped error in a control API handler", metadata: ["error": "\(error)"])
             return ControlHTTPError.internal.response()
         }

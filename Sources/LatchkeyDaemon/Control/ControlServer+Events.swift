@@ -7,7 +7,8 @@
 
 import Foundation
 import Hummingbird
-import LatchkeyNames
+import LatchkeyContract
+import LatchkeyCore
 import NIOCore
 import ServiceLifecycle
 
@@ -28,10 +29,10 @@ extension ControlServer {
                 }
             }
             let subscription: EventSubscription
-            do throws(ControlError) {
+            do throws(CoreError) {
                 subscription = try await manager.subscribe(key: key, by: context.caller)
             } catch {
-                return json(error.document, status: .init(code: error.status))
+                return ControlError(error).response()
             }
             var headers = HTTPFields()
             headers[.contentType] = "text/event-stream"

@@ -8,13 +8,15 @@
 // with it.
 //
 // A key route's access is checked before its handler runs, before its body
-// is read: the route asks the key manager to authorize the caller for the
-// tier it declares (a missing key is a 404, another owner's a 403), and the
-// manager's entry point the handler then calls checks its own tier again
-// before it touches the key. Both ask Keys/Access.swift; neither decides here.
+// is read: the route asks the key manager to grant the caller the tier it
+// declares (a missing key is a 404, another owner's a 403), and hands the
+// grant — the key, looked up once — to the manager's entry point, which asks
+// again only for a tier other than the one granted (?privateKey=true's export).
+// Both ask LatchkeyCore/Keys/Access.swift; neither decides here.
 
 import Hummingbird
-import LatchkeyNames
+import LatchkeyContract
+import LatchkeyCore
 
 /// Who may call a route.
 enum RouteAccess: Sendable, Equatable {
@@ -93,44 +95,34 @@ final class ControlRoutes {
         _ tier: KeyAccess,
         privateKey: KeyAccess? = nil,
         status: HTTPResponse.Status = .ok,
-        _ handle: @escaping @Sendable (Request, KeyRequestContext) async throws -> some Encodable & SendableMetatype
+        _ handle: @escaping @Sendable (KeyRouteRequest) async throws -> some Encodable & SendableMetatype
     ) {
-        keyResponse(method, path, tier, privateKey: privateKey) { request, context in
-            try await answer(status: status) { try await handle(request, context) }
+        keyResponse(method, path, tier, privateKey: privateKey) { route in
+            try await answer(status: status) { try await handle(route) }
         }
     }
 
-    /// A key route whose request body is a `Body`.
-    func keyBody<Body: Decodable & SendableMetatype, Answer: Encodable & SendableMetatype>(
-        _ method: HTTPRequest.Method,
-        _ path: RouterPath,
-        _ tier: KeyAccess,
-        status: HTTPResponse.Status = .ok,
-        _ handle: @escaping @Sendable (KeyRequestContext, Body) async throws -> Answer
-    ) {
-        key(method, path, tier, status: status) { request, context in
-            let body: Body = try await decode(request)
-            return try await handle(context, body)
-        }
-    }
-
-    /// A key route that makes its response itself.
+    /// A key route that makes its response itself. The key is looked up and the
+    /// caller granted `tier` on it once, before anything of the request is read: a
+    /// missing key is a 404 and another owner's a 403, whatever the body says. The
+    /// handler hands the grant to the key manager, which needs no second look.
     func keyResponse(
         _ method: HTTPRequest.Method,
         _ path: RouterPath,
         _ tier: KeyAccess,
         privateKey: KeyAccess? = nil,
-        _ handle: @escaping @Sendable (Request, KeyRequestContext) async throws -> Response
+        _ handle: @escaping @Sendable (KeyRouteRequest) async throws -> Response
     ) {
         record(method, Self.keyPath.appendingPath(path), .key(tier, privateKey: privateKey))
         let manager = self.manager
         keys.on(path, method: method) { request, context in
-            do throws(ControlError) {
-                try await manager.authorize(context.key, tier, by: context.caller)
+            let key: KeyGrant
+            do throws(CoreError) {
+                key = try await manager.grant(context.key, tier, by: context.caller)
             } catch {
-                return json(error.document, status: .init(code: error.status))
+                return ControlError(error).response()
             }
-            return try await handle(request, context)
+            return try await handle(KeyRouteRequest(key: key, request: request, context: context))
         }
     }
 
@@ -148,6 +140,28 @@ final class ControlRoutes {
 
     private func record(_ method: HTTPRequest.Method, _ path: RouterPath, _ access: RouteAccess) {
         self.access["\(method.rawValue) \(path.description)"] = access
+    }
+}
+
+/// What a key route's handler gets: the key the caller was granted, and the request.
+struct KeyRouteRequest: Sendable {
+    let key: KeyGrant
+    let request: Request
+    let context: KeyRequestContext
+
+    /// The path parameter `name`, percent-decoded.
+    func parameter(_ name: String) throws(ControlError) -> String {
+        try LatchkeyDaemon.parameter(context, name)
+    }
+
+    /// The query parameter `name`, if the request has it.
+    func query(_ name: String) -> String? {
+        request.uri.queryParameters.get(name).map { String($0) }
+    }
+
+    /// The request's body, as JSON.
+    func body<Body: Decodable>() async throws -> Body {
+        try await decode(request)
     }
 }
 

@@ -7,7 +7,8 @@
 import CTAP
 import Foundation
 import Hummingbird
-import LatchkeyNames
+import LatchkeyContract
+import LatchkeyCore
 import Logging
 import NIOCore
 
@@ -81,43 +82,28 @@ struct ControlServer {
                 return try await manager.create(body, by: context.caller)
             }
         }
-        routes.key(.get, "", .see) { _, context in try await manager.document(named: context.key, by: context.caller) }
-        routes.key(.delete, "", .manage, status: .noContent) { _, context in
-            try await manager.delete(context.key, by: context.caller)
+        routes.key(.get, "", .see) { try await manager.document($0.key) }
+        routes.key(.delete, "", .manage, status: .noContent) {
+            try await manager.delete($0.key)
             return Empty()
         }
-        routes.key(.post, "replug", .manage) { _, context in try await manager.replug(context.key, by: context.caller) }
-        routes.key(.get, "credentials", .use) { _, context in
-            try await manager.credentials(context.key, by: context.caller)
-        }
-        routes.key(.delete, "credentials/:id", .use, status: .noContent) { _, context in
-            try await manager.deleteCredential(context.key, id: try parameter(context, "id"), by: context.caller)
+        routes.key(.post, "replug", .manage) { try await manager.replug($0.key) }
+        routes.key(.get, "credentials", .use) { try await manager.credentials($0.key) }
+        routes.key(.delete, "credentials/:id", .use, status: .noContent) {
+            try await manager.deleteCredential($0.key, id: $0.parameter("id"))
             return Empty()
         }
-        routes.key(.put, "credentials/:id/user", .use) { request, context in
-            let body: UserUpdateRequest = try await decode(request)
-            return try await manager.updateUser(context.key, id: try parameter(context, "id"), body, by: context.caller)
+        routes.key(.put, "credentials/:id/user", .use) {
+            try await manager.updateUser($0.key, id: $0.parameter("id"), $0.body())
         }
-        routes.key(.get, "pin", .see) { _, context in try await manager.pinStatus(context.key, by: context.caller) }
-        routes.keyBody(.put, "pin", .use) { (context, body: PINRequest) in
-            try await manager.updatePIN(context.key, body, by: context.caller)
-        }
-        routes.key(.get, "config", .see) { _, context in
-            try await manager.configuration(context.key, by: context.caller)
-        }
-        routes.keyBody(.put, "config", .manage) { (context, body: ConfigDocument) in
-            try await manager.updateConfiguration(context.key, body, by: context.caller)
-        }
-        routes.key(.get, "large-blobs", .use) { _, context in
-            try await manager.largeBlobs(context.key, by: context.caller)
-        }
-        routes.key(.post, "reset", .manage) { _, context in try await manager.reset(context.key, by: context.caller) }
-        routes.key(.get, "presence", .see) { _, context in
-            try await manager.presenceSettings(context.key, by: context.caller)
-        }
-        routes.keyBody(.put, "presence", .use) { (context, body: PresenceDocument) in
-            try await manager.updatePresence(context.key, body, by: context.caller)
-        }
+        routes.key(.get, "pin", .see) { try await manager.pinStatus($0.key) }
+        routes.key(.put, "pin", .use) { try await manager.updatePIN($0.key, $0.body()) }
+        routes.key(.get, "config", .see) { try await manager.configuration($0.key) }
+        routes.key(.put, "config", .manage) { try await manager.updateConfiguration($0.key, $0.body()) }
+        routes.key(.get, "large-blobs", .use) { try await manager.largeBlobs($0.key) }
+        routes.key(.post, "reset", .manage) { try await manager.reset($0.key) }
+        routes.key(.get, "presence", .see) { try await manager.presenceSettings($0.key) }
+        routes.key(.put, "presence", .use) { try await manager.updatePresence($0.key, $0.body()) }
         addExchangeRoutes(to: routes)
         routes.on(.get, "/v1/presence/pending", .listing(.answer)) { _, context in
             json(manager.pending(by: context.caller))
@@ -164,18 +150,25 @@ func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) -> Respons
     return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
 }
 
-/// Runs a handler and turns a ControlError (or a bad body) into the error document.
+/// Runs a handler and turns its error (the core's, the control API's, or a bad body)
+/// into the error document.
 func answer(status: HTTPResponse.Status = .ok, _ body: () async throws -> some Encodable) async throws -> Response {
     do {
         return json(try await body(), status: status)
-    } catch let error as ControlError {
-        return json(error.document, status: HTTPResponse.Status(code: error.status))
     } catch let error as DecodingError {
         return json(
             ErrorDocument(error: .init(code: "bad_request", message: "invalid JSON body: \(describe(error))")),
             status: .badRequest
         )
+    } catch {
+        guard let answered = ControlError.answering(error) else { throw error }
+        return answered.response()
     }
+}
+
+extension ControlError {
+    /// The error document as a response, with this failure's status.
+    func response() -> Response { json(document, status: HTTPResponse.Status(code: status)) }
 }
 
 func decode<T: Decodable>(_ request: Request) async throws -> T {

@@ -1,13 +1,18 @@
-// latchkeyd: prepares the state directory, takes the daemon lock, loads the
-// master key, starts the keys and their transports and the control API, tells
-// systemd when hosts can see the keys, and on SIGTERM/SIGINT takes everything
-// down again (the uhid devices are destroyed, the socket removed).
+// latchkeyd: turns off core dumps and ptrace, prepares the state directory,
+// takes the daemon lock, loads the master key from its configured source
+// (failing closed), starts the keys and their transports and the control API,
+// tells systemd when hosts can see the keys, and on SIGTERM/SIGINT takes
+// everything down again (the uhid devices are destroyed, the socket removed).
+// `--seal-master-key` (sealMasterKey) moves a plaintext master key into a
+// sealed source instead.
 
 import CTAP
 import Foundation
 import Glibc
+import LatchkeyCore
 import LatchkeyNotifications
 import LatchkeyStore
+import LatchkeySystem
 import Logging
 import ServiceLifecycle
 
@@ -24,6 +29,8 @@ public struct Daemon: Sendable {
     /// Runs until SIGTERM or SIGINT.
     public func run() async throws {
         try configuration.validate()
+        try Self.hardenProcess()
+        logger.info("core dumps and ptrace off (PR_SET_DUMPABLE 0, RLIMIT_CORE 0)")
         HeapPolicy.apply()
         // Everything the daemon creates is private unless it says otherwise (the socket: 0660).
         umask(0o077)
@@ -44,7 +51,7 @@ public struct Daemon: Sendable {
         let events = EventBus()
         let manager = KeyManager(
             configuration: configuration, masterKey: masterKey, board: board, transports: hub,
-            events: events, logger: logger
+            events: events, blocking: ThreadPoolWork(), logger: logger
         )
         do {
             try await manager.startAll()
@@ -92,19 +99,73 @@ public struct Daemon: Sendable {
         logger.info("stopped")
     }
 
-    /// systemd's encrypted credential when it passes one, else the state directory's key file.
+    /// The master key from the configured source; any failure stops the
+    /// daemon (exit 78), never a fallback to another source or a new key.
     private func loadMasterKey() throws -> [UInt8] {
-        if let directory = ProcessInfo.processInfo.environment["CREDENTIALS_DIRECTORY"] {
-            let path = directory + "/master-key"
-            if let data = FileManager.default.contents(atPath: path) {
-                guard data.count == MasterKeyFile.keySize else {
-                    throw ConfigurationError("\(path) holds \(data.count) bytes; a master key is 32")
-                }
-                logger.info("master key from systemd credentials")
-                return [UInt8](data)
+        let source = configuration.masterKey(environment: ProcessInfo.processInfo.environment)
+        let obtained: ([UInt8], MasterKeyOrigin)
+        do {
+            obtained = try MasterKey.obtain(source)
+        } catch {
+            throw ConfigurationError("master key (source \(source.kind.rawValue)): \(error.reason)")
+        }
+        let (key, origin) = obtained
+        var metadata: Logger.Metadata = ["source": "\(origin.source.rawValue)", "at": "\(origin.detail)"]
+        if let sealing = origin.sealing { metadata["sealed-with"] = "\(sealing)" }
+        logger.notice(origin.created ? "master key created" : "master key loaded", metadata: metadata)
+        switch origin.source {
+        case .file:
+            logger.notice("the master key is a plaintext file: a copy of the state directory opens every key")
+        case .systemdCredential where origin.sealing == nil:
+            logger.notice(
+                "how systemd sealed the credential is not known here",
+                metadata: ["credential-file": "\(source.credentialFile)"]
+            )
+        case .systemdCredential where origin.sealing == "host":
+            logger.warning("the credential is sealed with the host key only (no TPM2): a copy of the disk opens it")
+        default:
+            break
+        }
+        return key
+    }
+
+    /// Core dumps off, and the same account's ptrace and /proc/PID/mem.
+    static func hardenProcess() throws {
+        do {
+            try ProcessHardening.makeUndumpable()
+        } catch {
+            throw ConfigurationError("cannot turn off core dumps: \(error)")
+        }
+    }
+
+    /// `--seal-master-key`: moves the state directory's plaintext master key
+    /// into the configured sealed source (or makes a new key there on a first
+    /// start) under the state directory's lock. Run as the daemon's account
+    /// for secret-service, as root for systemd-credential (systemd-creds needs
+    /// the TPM or the host key); the state directory must exist.
+    public static func sealMasterKey(_ configuration: DaemonConfiguration) throws -> SealOutcome {
+        try hardenProcess()
+        let source = configuration.masterKey(environment: ProcessInfo.processInfo.environment)
+        var status = stat()
+        guard stat(source.stateDirectory, &status) == 0, status.st_mode & S_IFMT == S_IFDIR else {
+            throw ConfigurationError("state directory \(source.stateDirectory) does not exist")
+        }
+        let seal = { () throws -> SealOutcome in
+            do throws(MasterKeyError) {
+                return try MasterKey.seal(source)
+            } catch {
+                throw ConfigurationError("master key (source \(source.kind.rawValue)): \(error.reason)")
             }
         }
-        return try MasterKeyFile.loadOrCreate(at: configuration.stateDirectory + "/master-key")
+        // A daemon must not start meanwhile. Root sealing another account's
+        // directory takes the lock only where that account made it: a lock file
+        // made by root would lock the daemon out.
+        let lockPath = source.stateDirectory + "/latchkeyd.lock"
+        var lockStatus = stat()
+        guard lstat(lockPath, &lockStatus) == 0 || status.st_uid == geteuid() else { return try seal() }
+        let lock = try DaemonLock(path: lockPath)
+        defer { lock.release() }
+        return try seal()
     }
 }
 

@@ -18,6 +18,7 @@
 // /tmp/latchkey made 0777 by another account (issue 24) fails the first rule.
 
 import Glibc
+import LatchkeyCore
 
 /// Checks (and creates) a directory only the daemon's account may change.
 struct PrivateDirectory {

@@ -22,24 +22,10 @@
 
 import CMalloc
 import Glibc
+import LatchkeyCore
 import Logging
 import ServiceLifecycle
 import Synchronization
-
-/// A count that moves with every request the daemon serves (each engine job
-/// of a key, each control API request): how `MemoryReleaseService` tells
-/// that the daemon has gone quiet.
-enum DaemonActivity {
-    private static let counter = Atomic<Int>(0)
-
-    /// Counts one piece of work.
-    static func note() {
-        counter.wrappingAdd(1, ordering: .relaxed)
-    }
-
-    /// The count so far.
-    static var count: Int { counter.load(ordering: .relaxed) }
-}
 
 /// Gives memory back (`ResidentMemory.release()`) once the daemon listens,
 /// and again each time it has done work and then stayed quiet for a whole

@@ -3,11 +3,12 @@
 // connection). The session performs the machine's actions, runs the engine
 // for delivered messages, sends KEEPALIVE every 100 ms while the engine works
 // (UPNEEDED while a person is asked), ticks continuation timeouts, and turns
-// CTAPHID_CANCEL into cancelling the engine's task. Response-stage CI
-// overrides (Overrides.swift) act here, on the engine's answer.
+// CTAPHID_CANCEL into cancelling the engine's task. The key's response-stage
+// CI overrides act on the engine's answer through the hooks the key gives
+// (`SessionHooks`, LatchkeyCore/Keys/Overrides.swift).
 //
 // Every request runs with `Requester.current` bound to who is asking, as the
-// transport knows it (Keys/Requester.swift): the presence broker names it.
+// transport knows it (LatchkeyCore/Keys/Requester.swift): the presence broker names it.
 //
 // Every request reaches the engine with its origin, this connection's number
 // and the channel: a getNextAssertion or an enumeration's GetNext continues
@@ -31,6 +32,7 @@
 import CTAP
 import CTAPHID
 import Dispatch
+import LatchkeyCore
 import Logging
 import Synchronization
 
@@ -47,26 +49,6 @@ final class SerialQueueExecutor: SerialExecutor {
         let executor = asUnownedSerialExecutor()
         queue.async { job.runSynchronously(on: executor) }
     }
-}
-
-/// Monotonic milliseconds since the daemon started (Swift's ContinuousClock),
-/// shared by the HID state machines and the authenticators.
-public struct SystemMonotonicClock: MonotonicClock {
-    public init() {}
-
-    public var milliseconds: UInt64 { Self.now() }
-
-    static func now() -> UInt64 {
-        // `origin` first: the first access initializes it, and a reading taken
-        // before that would lie before the origin (a negative duration, which
-        // UInt64 traps on once the initialization took over a millisecond).
-        let start = origin
-        let (seconds, attoseconds) = (ContinuousClock.now - start).components
-        return UInt64(seconds) * 1000 + UInt64(attoseconds / 1_000_000_000_000_000)
-    }
-
-    /// A fixed origin so that readings start near zero when the daemon starts.
-    static let origin = ContinuousClock.now
 }
 
 /// One transport attachment of a key.
@@ -102,7 +84,7 @@ public actor HIDSession {
     private let configuration: CTAPHIDStateMachine.Configuration
     private let hooks: SessionHooks?
     /// Where the engine's tasks run: the key's own queue, so that one key's disk
-    /// write never holds another key's request (Keys/KeyEngineExecutor.swift).
+    /// write never holds another key's request (LatchkeyCore/Keys/KeyEngineExecutor.swift).
     private let engineExecutor: (any TaskExecutor)?
     /// This connection's number in the engine's request origins; a new one
     /// when the transport opens again.
@@ -269,56 +251,22 @@ public actor HIDSession {
         guard engine?.id == id else { return }
         engine = nil
         guard !closed else { return }
-        guard let response = overridden(command: command, request: request, response: response) else { return }
+        var response = response
+        if let hooks {
+            switch hooks.respond(to: request, cbor: command == .cbor, with: response, logger: logger) {
+            case .send(let answer): response = answer
+            case .drop:
+                close()
+                hooks.drop()
+                return
+            }
+        }
         logger.debug(
             "answered",
             metadata: ["channel": "\(channel)", "command": "\(command)", "status": "\(response.first ?? 0)"]
         )
         perform(machine.respond(channel: channel, command: command, payload: response))
         scheduleTimer()
-    }
-
-    /// The response after the key's response-stage override, if one catches
-    /// this operation; nil when the override drops the connection instead.
-    private func overridden(command: CTAPHIDCommand, request: [UInt8], response: [UInt8]) -> [UInt8]? {
-        guard let hooks, hooks.overrides.hasResponseOverrides else { return response }
-        let isCBOR = command == .cbor
-        let operation =
-            isCBOR ? request.first.flatMap(OverrideOperation.init(cborCommand:)) : OverrideOperation(apdu: request)
-        guard let operation else { return response }
-        func bogus() -> [UInt8]? {
-            isCBOR
-                ? ResponseTampering.bogusSignature(cbor: response, operation: operation)
-                : ResponseTampering.bogusSignature(apdu: response)
-        }
-        func malformed() -> [UInt8]? {
-            isCBOR ? ResponseTampering.malformed(cbor: response) : ResponseTampering.malformed(apdu: response)
-        }
-        // An override acts only where it can: a bogus signature needs a
-        // signature, a malformed response a successful one. Otherwise it
-        // waits for the next operation.
-        let action = hooks.overrides.take(.response, operation: operation) { action in
-            switch action {
-            case .bogusSignature: bogus() != nil
-            case .malformedResponse: malformed() != nil
-            default: true
-            }
-        }
-        guard let action else { return response }
-        logger.notice(
-            "override applied",
-            metadata: ["override": "\(action.rawValue)", "operation": "\(operation.rawValue)"]
-        )
-        hooks.applied(action, operation)
-        switch action {
-        case .bogusSignature: return bogus() ?? response
-        case .malformedResponse: return malformed() ?? response
-        case .dropConnection:
-            close()
-            hooks.drop()
-            return nil
-        case .approve, .deny, .timeout, .uvFalse: return response
-        }
     }
 
     /// Keeps one timer task alive while there is a deadline or an engine
@@ -354,12 +302,26 @@ public actor HIDSession {
     }
 }
 
-/// What a session needs for a key's CI overrides.
-public struct SessionHooks: Sendable {
-    /// The key's override queue.
-    var overrides: OverrideQueue
-    /// Told when an override acted (for the event stream).
-    var applied: @Sendable (OverrideAction, OverrideOperation) -> Void
-    /// Yanks the key from this transport (drop-connection).
-    var drop: @Sendable () -> Void
+extension HIDSession {
+    /// The session of `key` on one attachment of a transport: the one way the
+    /// transports (UHIDAttachment, USBIPServer) make theirs. CTAPHID_INIT's
+    /// capabilities follow the key's protocol (a U2F-only key offers no CBOR), the
+    /// key's CI overrides act on its answers (`drop` yanks the key from this
+    /// transport), and the engine's work runs on the key's own executor.
+    static func serving(
+        _ key: VirtualKey,
+        logger: Logger,
+        executor: (any SerialExecutor)? = nil,
+        requester: @escaping @Sendable () async -> Requester,
+        drop: @escaping @Sendable () -> Void,
+        send: @escaping @Sendable ([UInt8]) -> Void
+    ) -> HIDSession {
+        HIDSession(
+            authenticator: key.authenticator, presence: key.presence, logger: logger,
+            capabilities: key.configuration.protocolMode == .u2fOnly
+                ? CTAPHIDConstants.capabilityWink : CTAPHIDConstants.capabilityWink | CTAPHIDConstants.capabilityCBOR,
+            hooks: key.sessionHooks(drop: drop), engineExecutor: key.engineExecutor, executor: executor,
+            requester: requester, send: send
+        )
+    }
 }

@@ -1,5 +1,5 @@
 // Who is on the other end of a USB/IP connection, as the kernel tells it, and
-// what the access rules (Keys/Access.swift) make of that: the devlist shows,
+// what the access rules (LatchkeyCore/Keys/Access.swift) make of that: the devlist shows,
 // and OP_REQ_IMPORT accepts, only keys whose `attach` tier the peer holds.
 //
 // At accept, NETLINK_SOCK_DIAG looks up the socket at the other end of the
@@ -17,6 +17,7 @@
 //   attach the keys that account may attach (its own; every key for a root
 //   daemon) and never another owner's. docs/security.md says so.
 
+import LatchkeyCore
 import LatchkeySystem
 import Logging
 import NIOCore

@@ -1,8 +1,9 @@
 // The USB/IP server: a SwiftNIO TCP listener whose connections each run a
 // USBIPServerConnection state machine (the wire codec and device model are
-// sans-I/O in the USBIP target). An imported key gets its own HID session;
-// output reports reach it through one serial queue per connection, input
-// reports come back on the connection's event loop. TCP_NODELAY is on: without
+// sans-I/O in the USBIP target). An imported key gets its own HID session
+// (`HIDSession.serving`, as a uhid device does), which runs on the connection's
+// event loop: each output report is handed to it there as it is decoded, in
+// order, and its input reports are written from the same loop. TCP_NODELAY is on: without
 // it each CTAPHID exchange waits ~40 ms for Nagle. Remote half-closure is
 // allowed, so that a client that shuts down its side halfway through a request
 // still reads the request's error reply before the connection closes.
@@ -16,6 +17,7 @@
 // [::1]:3240 would receive whatever asks for localhost:3240.
 
 import CTAPHID
+import LatchkeyCore
 import LatchkeySystem
 import Logging
 import NIOCore
@@ -373,8 +375,8 @@ final class USBIPConnectionHandler: ChannelInboundHandler {
         if wrote { context.flush() }
     }
 
-    /// The client imported `busid`: give it a HID session with a serial input queue.
-    /// False when the key is no longer free.
+    /// The client imported `busid`: give it a HID session on this connection's event
+    /// loop. False when the key is no longer free.
     private func attach(_ busid: String, context: ChannelHandlerContext) -> Bool {
         let loop = context.eventLoop
         let channel = context.channel
@@ -390,14 +392,12 @@ final class USBIPConnectionHandler: ChannelInboundHandler {
         var sessionLogger = key.logger
         sessionLogger[metadataKey: "transport"] = "usbip"
         sessionLogger[metadataKey: "busid"] = "\(busid)"
-        let hooks = key.sessionHooks { channel.close(promise: nil) }
         // /proc is read once, off the event loop; the first request waits for it.
         let peer = self.peer
         let lookup = Task.detached(priority: .utility) { peer.requester() }
-        let session = HIDSession(
-            authenticator: key.authenticator, presence: key.presence, logger: sessionLogger,
-            capabilities: key.hidCapabilities, hooks: hooks, engineExecutor: key.engineExecutor,
-            executor: loop.executor, requester: { await lookup.value }
+        let session = HIDSession.serving(
+            key, logger: sessionLogger, executor: loop.executor, requester: { await lookup.value },
+            drop: { channel.close(promise: nil) }
         ) { report in
             // Written after what the loop is doing now (a report received
             // mid-read answers once that read's replies are out).

@@ -5,7 +5,7 @@
 
 import ArgumentParser
 import Foundation
-import LatchkeyNames
+import LatchkeyContract
 import LatchkeyWebDriver
 import Logging
 

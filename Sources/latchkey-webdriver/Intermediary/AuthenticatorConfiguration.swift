@@ -6,30 +6,35 @@
 // like any security key, so only what a USB key can be is accepted
 // (transport "usb"). Every switch the spec defaults to false is sent to
 // latchkeyd explicitly, because latchkeyd's own defaults are "everything on".
+// The key's feature switches come from LatchkeyContract's `KeyFeature` table: a
+// feature that §11 can name is a property and may be named by its extensions.
 
-import LatchkeyNames
+import LatchkeyContract
+import LatchkeyJSON
 
 /// A checked Authenticator Configuration.
 public struct AuthenticatorConfiguration: Sendable, Equatable {
     /// latchkeyd's protocol name: "ctap2.1" or "u2f-only".
     public var latchkeyProtocol: String
-    public var hasResidentKey = false
     public var hasUserVerification = false
     public var isUserConsenting = true
     public var isUserVerified = false
-    public var hasLargeBlob = false
-    public var hasCredBlob = false
-    public var hasMinPinLength = false
-    public var hasPrf = false
+    /// The key's features that §11 can name (`KeyFeature.WebDriverUse.property`):
+    /// on when the configuration sets the property or names one of its extensions.
+    public var features: [KeyFeature: Bool] = [:]
+
+    /// The features a configuration sets: hasResidentKey, and chromedriver's
+    /// spelling of the extension switches (as in the DevTools WebAuthn domain);
+    /// `extensions` is the spec's.
+    static let properties: [KeyFeature] = KeyFeature.all.filter {
+        if case .property = $0.webDriver { true } else { false }
+    }
 
     /// The §11 keys, with the type each takes (`extensions` is a string array).
-    static let booleanKeys: Set<String> = [
-        "hasResidentKey", "hasUserVerification", "isUserConsenting", "isUserVerified",
-        "defaultBackupEligibility", "defaultBackupState",
-        // chromedriver's spelling of the extension switches (as in the DevTools
-        // WebAuthn domain); `extensions` is the spec's.
-        "hasLargeBlob", "hasCredBlob", "hasMinPinLength", "hasPrf",
-    ]
+    static let booleanKeys: Set<String> = Set(
+        ["hasUserVerification", "isUserConsenting", "isUserVerified", "defaultBackupEligibility", "defaultBackupState"]
+            + properties.map(\.option)
+    )
     static let stringKeys: Set<String> = ["protocol", "transport"]
 
     /// §11's protocol names and latchkeyd's for them.
@@ -39,15 +44,13 @@ public struct AuthenticatorConfiguration: Sendable, Equatable {
     static let transports: Set<String> = ["usb", "nfc", "ble", "smart-card", "hybrid", "internal"]
 
     /// The extension identifiers a latchkey key can support, each with the
-    /// key option that switches it on.
-    static let extensions: [String: String] = [
-        "largeBlob": "hasLargeBlob",
-        "credBlob": "hasCredBlob",
-        "minPinLength": "hasMinPinLength",
-        "prf": "hasPrf",
-        "hmacCreateSecret": "hasPrf",
-        "hmac-secret": "hasPrf",
-    ]
+    /// feature that switches it on.
+    static let extensions: [String: KeyFeature] = Dictionary(
+        uniqueKeysWithValues: properties.flatMap { feature -> [(String, KeyFeature)] in
+            guard case .property(let identifiers) = feature.webDriver else { return [] }
+            return identifiers.map { ($0, feature) }
+        }
+    )
 
     /// Checks `parameters` as §11's remote end steps do: an object, only the
     /// configuration's keys, each of its type and among its valid values,
@@ -99,16 +102,14 @@ public struct AuthenticatorConfiguration: Sendable, Equatable {
         }
         let switchedOn = Set(named.compactMap { Self.extensions[$0] })
         func flag(_ key: String, default value: Bool) -> Bool {
-            switchedOn.contains(key) || (members[key]?.bool ?? value)
+            members[key]?.bool ?? value
         }
-        hasResidentKey = flag("hasResidentKey", default: false)
         hasUserVerification = flag("hasUserVerification", default: false)
         isUserConsenting = flag("isUserConsenting", default: true)
         isUserVerified = flag("isUserVerified", default: false)
-        hasLargeBlob = flag("hasLargeBlob", default: false)
-        hasCredBlob = flag("hasCredBlob", default: false)
-        hasMinPinLength = flag("hasMinPinLength", default: false)
-        hasPrf = flag("hasPrf", default: false)
+        for feature in Self.properties {
+            features[feature] = switchedOn.contains(feature) || (members[feature.option]?.bool ?? false)
+        }
         for key in ["defaultBackupEligibility", "defaultBackupState"] where flag(key, default: false) {
             throw .unsupportedOperation(
                 "\(key) true cannot be served: a latchkey key is a device-bound security key, never backup eligible"
@@ -119,22 +120,27 @@ public struct AuthenticatorConfiguration: Sendable, Equatable {
     /// The body of POST /v1/keys for a key named `name`. Presence is `auto`
     /// when the user is consenting and `deny` when not: no person is asked.
     public func createKeyRequest(name: String) -> JSONValue {
-        .object([
+        var request: [String: JSONValue] = [
             "name": .string(name),
             "presence": .string(isUserConsenting ? "auto" : "deny"),
             "protocol": .string(latchkeyProtocol),
-            "hasResidentKey": .bool(hasResidentKey),
             "hasUserVerification": .bool(hasUserVerification),
             "isUserVerified": .bool(isUserVerified),
-            "hasLargeBlob": .bool(hasLargeBlob),
-            "hasCredBlob": .bool(hasCredBlob),
-            "hasMinPinLength": .bool(hasMinPinLength),
-            "hasPrf": .bool(hasPrf),
-            // Not an extension §11 can name, so off: "MUST NOT support any
-            // authenticator extension not present in its extensions array".
-            "hasThirdPartyPayment": .bool(false),
             // §11 Get Credentials answers private keys: the key must let them leave.
             "exportable": .bool(true),
-        ])
+        ]
+        for feature in KeyFeature.all {
+            switch feature.webDriver {
+            case .property: request[feature.option] = .bool(self[feature])
+            // Not an extension §11 can name, so off: "MUST NOT support any
+            // authenticator extension not present in its extensions array".
+            case .off: request[feature.option] = .bool(false)
+            case .daemonDefault: break
+            }
+        }
+        return .object(request)
     }
+
+    /// Whether the configuration switches `feature` on (a feature §11 cannot name: off).
+    public subscript(feature: KeyFeature) -> Bool { features[feature] ?? false }
 }

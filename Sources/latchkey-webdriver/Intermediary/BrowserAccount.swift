@@ -21,7 +21,7 @@
 //
 // `--isolation off` drops both, for a machine that runs one test at a time.
 
-import LatchkeyNames
+import LatchkeyJSON
 import LatchkeySystem
 
 /// How a gateway keeps parallel sessions apart.

@@ -2,7 +2,7 @@
 // the control socket (README "Control API"), through AsyncHTTPClient's
 // `http+unix://`. It maps nothing; VirtualAuthenticators does.
 
-import LatchkeyNames
+import LatchkeyJSON
 import AsyncHTTPClient
 import Foundation
 import NIOCore

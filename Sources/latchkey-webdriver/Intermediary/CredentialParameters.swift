@@ -3,7 +3,7 @@
 // latchkeyd's POST /v1/keys/{name}/credentials; and a credential latchkeyd
 // lists, turned into what Get Credentials answers.
 
-import LatchkeyNames
+import LatchkeyJSON
 
 /// A checked Add Credential request.
 public struct CredentialParameters: Sendable, Equatable {

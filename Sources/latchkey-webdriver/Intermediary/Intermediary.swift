@@ -7,7 +7,7 @@
 // the intermediary stops (SIGINT, SIGTERM). Only this account and root may
 // use it, and only through a loopback Host (CallerGate.swift).
 
-import LatchkeyNames
+import LatchkeyJSON
 import AsyncHTTPClient
 import Glibc
 import Foundation

@@ -1,9 +1,9 @@
-// JSON text in and out of LatchkeyNames' JSONValue, the tree WebAuthn §11's
+// JSON text in and out of LatchkeyJSON's JSONValue, the tree WebAuthn §11's
 // parameters are checked on (an absent property, null, a boolean and a number
 // stay apart).
 
 import Foundation
-import LatchkeyNames
+import LatchkeyJSON
 
 extension JSONValue {
     /// The value parsed from JSON text; nil for text that is not JSON.

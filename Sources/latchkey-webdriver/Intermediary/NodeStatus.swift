@@ -7,7 +7,7 @@
 // `webauthn:extension:*`) this node serves. Always HTTP 200, as the spec says;
 // readiness is in the body.
 
-import LatchkeyNames
+import LatchkeyJSON
 import NIOCore
 
 enum NodeStatus {

@@ -8,7 +8,8 @@
 // switches on its in-browser virtual authenticator environment: Chromium
 // keeps talking to real HID devices, and finds the latchkey key among them.
 
-import LatchkeyNames
+import LatchkeyContract
+import LatchkeyJSON
 import Logging
 import NIOHTTP1
 
@@ -37,7 +38,7 @@ struct VirtualAuthenticators: Sendable {
             let configuration = try await owned(id, session)
             let parameters = try CredentialParameters(
                 parameters: .object(try object(body)),
-                supportsLargeBlob: configuration.hasLargeBlob
+                supportsLargeBlob: configuration[.largeBlob]
             )
             let answer = try await control.send(.POST, "/v1/keys/\(id)/credentials", parameters.seedRequest)
             if answer.status == 507 {

@@ -2,7 +2,7 @@
 // status its table gives, and the JSON body every WebDriver client reads,
 // `{"value": {"error", "message", "stacktrace"}}`.
 
-import LatchkeyNames
+import LatchkeyJSON
 
 /// A WebDriver error the intermediary answers itself.
 public struct WebDriverError: Error, Sendable, Equatable {

@@ -12,7 +12,7 @@
 import ArgumentParser
 import Foundation
 import Glibc
-import LatchkeyNames
+import LatchkeyContract
 import LatchkeyNotifications
 import Logging
 import Synchronization
@@ -32,8 +32,8 @@ struct Agent: AsyncParsableCommand {
             false are left alone. Logs go to standard error (the journal, under \
             systemd). SIGTERM or Ctrl-C closes its notifications and ends it.
 
-            Needs a session bus (DBUS_SESSION_BUS_ADDRESS, or $XDG_RUNTIME_DIR/bus) \
-            and gdbus (Debian: libglib2.0-bin).
+            Needs a session bus (DBUS_SESSION_BUS_ADDRESS, or $XDG_RUNTIME_DIR/bus); \
+            a notification server that starts later shows the prompts still waiting.
 
             Examples:
               latchkeyctl agent
@@ -79,7 +79,7 @@ struct Agent: AsyncParsableCommand {
             throw CtlError(
                 .unavailable,
                 "latchkeyctl agent cannot show notifications here: \(reason) (it needs a session bus, "
-                    + "DBUS_SESSION_BUS_ADDRESS or $XDG_RUNTIME_DIR/bus, and gdbus: Debian libglib2.0-bin)"
+                    + "DBUS_SESSION_BUS_ADDRESS or $XDG_RUNTIME_DIR/bus)"
             )
         }
         let session = PromptAgent(client: global.client(), key: key, notifier: notifier, logger: logger)

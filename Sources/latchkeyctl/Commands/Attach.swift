@@ -11,7 +11,7 @@
 
 import ArgumentParser
 import Foundation
-import LatchkeyNames
+import LatchkeyContract
 import LatchkeySystem
 
 struct Attach: ParsableCommand {

@@ -2,7 +2,7 @@
 // the minimum PIN length, a forced PIN change), shown or set.
 
 import ArgumentParser
-import LatchkeyNames
+import LatchkeyContract
 
 struct Config: ParsableCommand {
     static let configuration = CommandConfiguration(

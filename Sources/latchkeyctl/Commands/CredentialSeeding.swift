@@ -4,7 +4,8 @@
 
 import ArgumentParser
 import Foundation
-import LatchkeyNames
+import LatchkeyContract
+import LatchkeyJSON
 
 extension Credentials {
     struct Add: ParsableCommand {
@@ -66,17 +67,17 @@ extension Credentials {
                 guard let data = FileManager.default.contents(atPath: largeBlob) else {
                     throw CtlError(.usage, "cannot read \(largeBlob)")
                 }
-                blob = Self.base64url(data)
+                blob = Base64URL.encode(data)
             }
             let id =
-                credentialId.map(Delete.base64url)
-                ?? Self.base64url(Data((0..<32).map { _ in UInt8.random(in: 0...255) }))
+                credentialId.map(Base64URL.unpadded)
+                ?? Base64URL.encode((0..<32).map { _ in UInt8.random(in: 0...255) })
             let body = WebDriverCredential(
                 credentialId: id,
                 isResidentCredential: !nonResident,
                 rpId: rpId,
-                privateKey: Self.base64url(pkcs8),
-                userHandle: userHandle.map(Delete.base64url),
+                privateKey: Base64URL.encode(pkcs8),
+                userHandle: userHandle.map(Base64URL.unpadded),
                 signCount: signCount,
                 largeBlob: blob,
                 userName: userName
@@ -105,8 +106,6 @@ extension Credentials {
             }
             return der
         }
-
-        static func base64url(_ data: Data) -> String { Delete.base64url(data.base64EncodedString()) }
     }
 
     struct Show: ParsableCommand {
@@ -135,7 +134,7 @@ extension Credentials {
 
         func run() throws {
             let path =
-                ControlPath.credential(key: key, id: Delete.base64url(id)) + (privateKey ? "?privateKey=true" : "")
+                ControlPath.credential(key: key, id: Base64URL.unpadded(id)) + (privateKey ? "?privateKey=true" : "")
             let response = try global.client().get(path)
             try global.show(response, as: WebDriverCredential.self) { credential in
                 Table.fields([

@@ -1,7 +1,8 @@
 // `latchkeyctl credentials list | delete`.
 
 import ArgumentParser
-import LatchkeyNames
+import LatchkeyContract
+import LatchkeyJSON
 
 struct Credentials: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -85,14 +86,14 @@ struct Credentials: ParsableCommand {
         var displayName: String?
 
         func validate() throws {
-            guard !Delete.base64url(id).isEmpty else { throw ValidationError("The credential ID must not be empty.") }
+            guard !Base64URL.unpadded(id).isEmpty else { throw ValidationError("The credential ID must not be empty.") }
             guard name != nil || displayName != nil else {
                 throw ValidationError("Give --name, --display-name, or both.")
             }
         }
 
         func run() throws {
-            let id = Delete.base64url(id)
+            let id = Base64URL.unpadded(id)
             let update = UserUpdate(name: name, displayName: displayName)
             let response = try global.client().put(ControlPath.credentialUser(key: key, id: id), json: update)
             try global.show(response, as: CredentialInfo.self) { credential in
@@ -127,27 +128,13 @@ struct Credentials: ParsableCommand {
         var id: String
 
         func validate() throws {
-            guard !Self.base64url(id).isEmpty else { throw ValidationError("The credential ID must not be empty.") }
+            guard !Base64URL.unpadded(id).isEmpty else { throw ValidationError("The credential ID must not be empty.") }
         }
 
         func run() throws {
-            let id = Self.base64url(id)
+            let id = Base64URL.unpadded(id)
             _ = try global.client().delete(ControlPath.credential(key: key.key, id: id))
             global.say("Deleted credential \(id) from key \(key.key.quoted).")
-        }
-
-        /// `text` in base64url without padding, whether it came that way or as
-        /// standard base64.
-        static func base64url(_ text: String) -> String {
-            var result = ""
-            for character in text where character != "=" {
-                switch character {
-                case "+": result.append("-")
-                case "/": result.append("_")
-                default: result.append(character)
-                }
-            }
-            return result
         }
     }
 }

@@ -7,7 +7,7 @@
 import ArgumentParser
 import Foundation
 import Glibc
-import LatchkeyNames
+import LatchkeyContract
 
 struct Events: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

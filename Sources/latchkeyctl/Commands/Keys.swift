@@ -1,7 +1,7 @@
 // `latchkeyctl keys list | create | show | delete`.
 
 import ArgumentParser
-import LatchkeyNames
+import LatchkeyContract
 
 struct Keys: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -100,9 +100,6 @@ struct Keys: ParsableCommand {
         )
         var protocolName: String?
 
-        @Flag(inversion: .prefixedNo, help: "Offer discoverable credentials (default: yes).")
-        var residentKeys: Bool?
-
         @Flag(
             inversion: .prefixedNo,
             help: "Built-in user verification (getInfo uv): the policy's user-verification auto, or prompt off auto."
@@ -112,35 +109,10 @@ struct Keys: ParsableCommand {
         @Flag(inversion: .prefixedNo, help: "Whether built-in user verification may succeed (default: yes).")
         var userVerified: Bool?
 
-        @Flag(inversion: .prefixedNo, help: "Offer large blobs and largeBlobKey (default: yes).")
-        var largeBlob: Bool?
-
-        @Flag(inversion: .prefixedNo, help: "Offer the credBlob extension (default: yes).")
-        var credBlob: Bool?
-
-        @Flag(inversion: .prefixedNo, help: "Offer the minPinLength extension (default: yes).")
-        var minPinLength: Bool?
-
-        @Flag(inversion: .prefixedNo, help: "Offer hmac-secret, which WebAuthn's PRF uses (default: yes).")
-        var prf: Bool?
-
-        @Flag(inversion: .prefixedNo, help: "Offer the thirdPartyPayment extension (default: yes).")
-        var thirdPartyPayment: Bool?
-
-        @Flag(
-            inversion: .prefixedNo,
-            help: "Offer the persistent read-only credential management token, perCredMgmtRO (default: yes)."
-        )
-        var persistentToken: Bool?
-
-        @Flag(
-            inversion: .prefixedNo,
-            help: "Offer the drafted previewSign extension, WebAuthn sign v4 with ARKG (default: no)."
-        )
-        var previewSign: Bool?
-
-        @Flag(inversion: .prefixedNo, help: "Offer enterprise attestation, getInfo's ep (default: no).")
-        var enterpriseAttestation: Bool?
+        /// The feature switches, `--NAME` / `--no-NAME` for each row of the
+        /// `KeyFeature` table (--large-blob, --no-prf, ...); the last of a
+        /// feature's counts.
+        @Flag var features: [FeatureSwitch] = []
 
         @Option(name: .customLong("ep-rp-id"), help: "An RP ID for vendor-facilitated enterprise attestation.")
         var epRpIds: [String] = []
@@ -177,24 +149,19 @@ struct Keys: ParsableCommand {
         }
 
         func run() throws {
-            var body = CreateKeyRequest(name: name.rawValue, presence: presence?.rawValue, uhid: uhid, usbip: usbip)
-            body.owner = owner
-            body.exportable = exportable ? true : nil
-            body.protocol = protocolName
-            body.hasResidentKey = residentKeys
-            body.hasUserVerification = userVerification
-            body.isUserVerified = userVerified
-            body.hasLargeBlob = largeBlob
-            body.hasCredBlob = credBlob
-            body.hasMinPinLength = minPinLength
-            body.hasPrf = prf
-            body.hasThirdPartyPayment = thirdPartyPayment
-            body.hasPersistentToken = persistentToken
-            body.hasPreviewSign = previewSign
-            body.hasEnterpriseAttestation = enterpriseAttestation
-            if !epRpIds.isEmpty { body.enterpriseAttestationRpIds = epRpIds }
-            if !algorithmLists.isEmpty { body.algorithms = algorithms }
-            body.maxDiscoverableCredentials = maxDiscoverableCredentials
+            var settings = CreateKeySettings(
+                name: name.rawValue, presence: presence?.rawValue, uhid: uhid, usbip: usbip
+            )
+            settings.owner = owner
+            settings.exportable = exportable ? true : nil
+            settings.protocol = protocolName
+            settings.hasUserVerification = userVerification
+            settings.isUserVerified = userVerified
+            if !epRpIds.isEmpty { settings.enterpriseAttestationRpIds = epRpIds }
+            if !algorithmLists.isEmpty { settings.algorithms = algorithms }
+            settings.maxDiscoverableCredentials = maxDiscoverableCredentials
+            var body = CreateKeyRequest(settings)
+            for feature in features { body.features[feature.feature] = feature.on }
             let response = try global.client().post(ControlPath.keys, json: body)
             try global.show(response, as: KeyInfo.self) { key in
                 "Created key \(key.name.quoted).\n\n" + KeyTable.fields(key)
@@ -265,4 +232,28 @@ struct Keys: ParsableCommand {
             global.say("Deleted key \(name.quoted).")
         }
     }
+}
+
+/// A feature switch on the command line: `--NAME` turns a row of the `KeyFeature`
+/// table on, `--no-NAME` off (NAME is its configuration key: --large-blob,
+/// --no-prf). The table makes the flags, so a new feature needs no code here.
+struct FeatureSwitch: EnumerableFlag, CustomStringConvertible {
+    let feature: KeyFeature
+    let on: Bool
+
+    static var allCases: [FeatureSwitch] {
+        KeyFeature.all.flatMap { [FeatureSwitch(feature: $0, on: true), FeatureSwitch(feature: $0, on: false)] }
+    }
+
+    static func name(for value: FeatureSwitch) -> NameSpecification { .customLong(value.description) }
+
+    static func help(for value: FeatureSwitch) -> ArgumentHelp? {
+        let feature = value.feature
+        return value.on
+            ? ArgumentHelp("Offer \(feature.summary) (default: \(feature.defaultValue ? "yes" : "no")).")
+            : ArgumentHelp("Do not offer \(feature.summary).")
+    }
+
+    /// The flag without its dashes: "large-blob", "no-large-blob".
+    var description: String { (on ? "" : "no-") + feature.configurationKey }
 }

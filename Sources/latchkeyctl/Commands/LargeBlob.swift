@@ -2,7 +2,7 @@
 // (authenticatorLargeBlobs) is used.
 
 import ArgumentParser
-import LatchkeyNames
+import LatchkeyContract
 
 struct LargeBlob: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -3,7 +3,7 @@
 // input with --pin-stdin; never from the command line.
 
 import ArgumentParser
-import LatchkeyNames
+import LatchkeyContract
 
 struct Pin: ParsableCommand {
     static let configuration = CommandConfiguration(

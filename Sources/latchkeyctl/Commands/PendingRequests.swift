@@ -3,7 +3,7 @@
 
 import ArgumentParser
 import Foundation
-import LatchkeyNames
+import LatchkeyContract
 
 /// Options shared by `pending`, `approve` and `deny`.
 struct PendingOptions: ParsableArguments {

@@ -4,7 +4,7 @@
 
 import ArgumentParser
 import Foundation
-import LatchkeyNames
+import LatchkeyContract
 
 /// `GET /v1/keys/{name}/policy`.
 struct PolicyInfo: Decodable {

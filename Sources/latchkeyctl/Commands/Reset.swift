@@ -2,7 +2,7 @@
 // confirmation in place of the touch a hardware key would want.
 
 import ArgumentParser
-import LatchkeyNames
+import LatchkeyContract
 
 struct Reset: ParsableCommand {
     static let configuration = CommandConfiguration(

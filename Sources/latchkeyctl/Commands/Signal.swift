@@ -3,7 +3,8 @@
 // test rig instead of by a browser.
 
 import ArgumentParser
-import LatchkeyNames
+import LatchkeyContract
+import LatchkeyJSON
 
 struct Signal: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -67,7 +68,7 @@ struct SignalAcceptedCredentials: ParsableCommand {
         let body = AcceptedCredentialsBody(
             rpId: account.rpId,
             userId: account.base64urlUserId,
-            allAcceptedCredentialIds: credentialIds.map(Credentials.Delete.base64url)
+            allAcceptedCredentialIds: credentialIds.map(Base64URL.unpadded)
         )
         let path = ControlPath.signal(key: key.key, "accepted-credentials")
         try showSignalResult(try global.client().post(path, json: body), global: global)
@@ -136,7 +137,7 @@ struct SignalUnknownCredential: ParsableCommand {
     var credentialId: String
 
     func run() throws {
-        let body = UnknownCredentialBody(rpId: rpId, credentialId: Credentials.Delete.base64url(credentialId))
+        let body = UnknownCredentialBody(rpId: rpId, credentialId: Base64URL.unpadded(credentialId))
         let path = ControlPath.signal(key: key.key, "unknown-credential")
         try showSignalResult(try global.client().post(path, json: body), global: global)
     }
@@ -170,7 +171,7 @@ struct SignalAccount: ParsableArguments {
     @Option(parsing: .unconditional, help: ArgumentHelp("The user handle (user.id), base64url.", valueName: "user-id"))
     var userId: String
 
-    var base64urlUserId: String { Credentials.Delete.base64url(userId) }
+    var base64urlUserId: String { Base64URL.unpadded(userId) }
 }
 
 private struct AcceptedCredentialsBody: Encodable {

@@ -2,7 +2,7 @@
 // verification answers (WebDriver's Set User Verified).
 
 import ArgumentParser
-import LatchkeyNames
+import LatchkeyContract
 
 extension Keys {
     struct UserVerified: ParsableCommand {

@@ -161,11 +161,21 @@ class Browser:
     def request(self, options: dict, kind: str, pin: str | None) -> dict:
         """navigator.credentials.create()/get() in the page; the PublicKeyCredential's JSON
         and how long it took. Raises RequestFailed with the browser's log of the step."""
+        mark = self.begin(options, kind, pin)
+        return self.outcome(kind, pin, mark, time.monotonic() + self.args.timeout_ms / 1000 + 20)
+
+    def begin(self, options: dict, kind: str, pin: str | None) -> int:
+        """Starts the request in the page; the browser log's mark where its step begins."""
         mark = self.log.mark()
         self.pin_prompts = 0
         self.begin_request(pin)
         self.run_script(START, options, kind)
-        deadline = time.monotonic() + self.args.timeout_ms / 1000 + 20
+        return mark
+
+    def outcome(self, kind: str, pin: str | None, mark: int, deadline: float) -> dict:
+        """What the request begin() started gave, answering prompts until it ends or the
+        monotonic deadline passes; a request that did not give a credential is ended
+        (the page reloaded) and raises RequestFailed with the browser's log of the step."""
         result = {"state": "pending"}
         while time.monotonic() < deadline:
             self.answer_prompts(pin, self.log.since(mark))

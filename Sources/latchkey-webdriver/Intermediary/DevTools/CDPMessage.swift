@@ -10,7 +10,7 @@
 // passes without being decoded, so that large messages (screenshots, scripts)
 // cost no parse.
 
-import LatchkeyNames
+import LatchkeyJSON
 
 /// A CDP error the gateway answers with (CDP uses JSON-RPC 2.0's codes).
 public struct CDPError: Error, Sendable, Equatable {

@@ -8,7 +8,7 @@
 // A field the domain does not define is an invalid-params error, not ignored:
 // a test that asks for something latchkey cannot give should hear it.
 
-import LatchkeyNames
+import LatchkeyJSON
 
 /// CDP's `binary` values.
 enum CDPBinary {

@@ -25,7 +25,7 @@ import Glibc
 import HTTPTypes
 import Hummingbird
 import HummingbirdWebSocket
-import LatchkeyNames
+import LatchkeyJSON
 import Logging
 import NIOCore
 import ServiceLifecycle

@@ -6,7 +6,7 @@
 // domain is disabled there, or the connection closes.
 
 import HummingbirdWebSocket
-import LatchkeyNames
+import LatchkeyJSON
 
 /// A CDP session: a connection, and the flat session on it (nil: the connection's own).
 public struct CDPScope: Hashable, Sendable, CustomStringConvertible {

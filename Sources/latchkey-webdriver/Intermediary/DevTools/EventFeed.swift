@@ -7,7 +7,7 @@
 
 import AsyncHTTPClient
 import Foundation
-import LatchkeyNames
+import LatchkeyJSON
 import Logging
 import NIOCore
 import ServiceLifecycle

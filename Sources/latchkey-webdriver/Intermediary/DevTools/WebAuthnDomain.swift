@@ -4,7 +4,8 @@
 // CDP session that added it. docs/automation.md, "DevTools", has the table of
 // commands and what each becomes.
 
-import LatchkeyNames
+import LatchkeyContract
+import LatchkeyJSON
 import Logging
 import NIOHTTP1
 
