@@ -71,6 +71,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types", exact: "1.8.0"),
         // base64url, in the one place latchkey reads and writes it (LatchkeyJSON), without Foundation.
         .package(url: "https://github.com/swift-extras/swift-extras-base64", exact: "1.2.0"),
+        // latchkey-webdriver --devtools: the DevTools gateway's WebSocket server (for CDP clients)
+        // and its message types; the browser's side is NIO's own client (BrowserSocket.swift).
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", exact: "2.8.1"),
+        .package(url: "https://github.com/hummingbird-project/swift-websocket", exact: "1.6.2"),
     ] + pinnedTransitiveDependencies,
     targets: [
         // System libraries.
@@ -212,6 +216,9 @@ let package = Package(
             dependencies: [
                 "LatchkeyContract", "LatchkeyJSON", "LatchkeySystem", hummingbird, .product(name: "HTTPTypes", package: "swift-http-types"),
                 asyncHTTPClient, nioCore, nioHTTP1, logging, serviceLifecycle,
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "WSCore", package: "swift-websocket"),
+                .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOWebSocket", package: "swift-nio"),
             ],
             path: "Sources/latchkey-webdriver/Intermediary",
             swiftSettings: daemonSettings

@@ -29,7 +29,8 @@
 #      browser matrix (Chromium and Firefox ESR x uhid and USB/IP x built-in UV and PIN
 #      x four WebAuthn flows; Tests/kernel/browsers/matrix.py), then Selenium through
 #      latchkey-webdriver with Chromium (Tests/kernel/browsers/webdriver_intermediary.py).
-#      LATCHKEY_KERNEL_SUITES="base browsers deb desktop" picks which (default all four);
+#      LATCHKEY_KERNEL_SUITES="base browsers deb desktop" picks which (default all four; "devtools",
+#      the DevTools gateway with Playwright and four parallel browsers, runs when named);
 #      LATCHKEY_BROWSERS="firefox" runs only those of "chromium firefox selenium webdriver-firefox".
 #      VM 3 (base image + systemd udev; systemd as PID 1): --suite deb -
 #      scripts/package-deb.sh builds the .deb first, then Tests/kernel/deb-checks.sh:
@@ -182,13 +183,20 @@ DEB_PACKAGES="systemd udev"  # the deb suite: systemd as PID 1; the package's de
 # a user's session bus by hand; latchkey itself speaks sd-bus, libsystemd0), an X server
 # per user, curl as another uid.
 DESKTOP_PACKAGES="systemd udev dbus-user-session libpam-systemd dbus-bin libglib2.0-bin dunst xvfb curl"
+# The devtools suite (LATCHKEY_KERNEL_SUITES=devtools; Tests/kernel/devtools-checks.sh): Xvfb for
+# four Chromium windows; PyPI's Playwright, pytest and pytest-xdist, websocket-client for the raw
+# CDP client.
+# LATCHKEY_DEVTOOLS_ROUNDS: registrations and sign-ins per worker (20).
+DEVTOOLS_PACKAGES="xvfb libatomic1"  # libatomic1: the node binary inside PyPI's playwright
+DEVTOOLS_WHEELS="playwright==1.65.2 pytest==9.2.0 pytest-xdist==3.8.0 websocket-client==1.9.2 cryptography==48.0.0"
 suite_image() {  # SUITE: sets IMAGE_OPT, IMAGE_PACKAGES, IMAGE_WHEELS and IMAGE_DIR
     case "$1" in
         base) IMAGE_OPT= IMAGE_PACKAGES=$BASE_PACKAGES IMAGE_WHEELS=$BASE_WHEELS ;;
         browsers) IMAGE_OPT=--chromium IMAGE_PACKAGES=$BROWSERS_PACKAGES IMAGE_WHEELS=$BROWSERS_WHEELS ;;
         deb) IMAGE_OPT= IMAGE_PACKAGES=$DEB_PACKAGES IMAGE_WHEELS= ;;
         desktop) IMAGE_OPT=--chromium IMAGE_PACKAGES=$DESKTOP_PACKAGES IMAGE_WHEELS= ;;
-        *) echo "kernel-tests: unknown suite $1 (base, browsers, deb, desktop)" >&2; exit 2 ;;
+        devtools) IMAGE_OPT=--chromium IMAGE_PACKAGES=$DEVTOOLS_PACKAGES IMAGE_WHEELS=$DEVTOOLS_WHEELS ;;
+        *) echo "kernel-tests: unknown suite $1 (base, browsers, deb, desktop, devtools)" >&2; exit 2 ;;
     esac
     # shellcheck disable=SC2086
     IMAGE_DIR=$(image_env "$RIG/build-image.sh" $IMAGE_OPT --print-dir)
@@ -231,7 +239,7 @@ for suite in $SUITES; do
     suite_image "$suite"
     # the browser matrix starts two browsers under TCG: minutes each on a busy host
     timeout=1500
-    [ "$suite" = browsers ] && timeout=2400
+    [ "$suite" = browsers ] || [ "$suite" = devtools ] && timeout=2400
     env_vars=(RIG_EXTRA_SHARES="${EXTRA_SHARES# }" RIG_TIMEOUT="${LATCHKEY_KERNEL_TIMEOUT:-$timeout}"
         RIG_IMAGE_DIR="$IMAGE_DIR")
     # the browsers find keys through udev (hotplug events, device properties); 3 GiB
@@ -248,6 +256,9 @@ for suite in $SUITES; do
     # two login users under systemd, Chromium as one of them (desktop-checks.sh)
     [ "$suite" = desktop ] && env_vars+=(RIG_INIT=systemd RIG_UDEV=1 RIG_MEM=3G) \
         && checks=(bash Tests/kernel/desktop-checks.sh --deb "$DEB" "${ARTIFACT_ARGS[@]}")
+    # four browsers at once: 4 GiB
+    [ "$suite" = devtools ] && env_vars+=(RIG_UDEV=1 RIG_MEM=4G) \
+        && checks=(bash Tests/kernel/devtools-checks.sh --bin "$BIN" --rounds "${LATCHKEY_DEVTOOLS_ROUNDS:-20}")
     env "${env_vars[@]}" "$RIG/run.sh" "$REPO" "${checks[@]}" \
         | tee "$OUT/$suite.log"
     rc=${PIPESTATUS[0]}

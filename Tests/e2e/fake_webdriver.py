@@ -72,7 +72,7 @@ class FakeWebDriver:
         if method == "DELETE" and len(segments) == 2 and segments[0] == "session":
             self.sessions.discard(segments[1])
             return 200, headers, b'{"value":null}'
-        if segments == ["status"]:
+        if segments[-1:] == ["status"] and "session" not in segments:  # /status, Grid's /wd/hub/status
             return 200, headers, b'{"value":{"ready":true,"message":"fake driver"}}'
         if segments[-1:] == ["missing"]:
             error = {"error": "no such element", "message": "nothing here", "stacktrace": "fake"}

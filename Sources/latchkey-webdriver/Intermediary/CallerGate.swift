@@ -20,6 +20,7 @@ import Glibc
 import HTTPTypes
 import Hummingbird
 import LatchkeySystem
+import Logging
 import NIOCore
 
 /// A request's context: the connection's addresses, for the gate, and its channel, to
@@ -64,6 +65,17 @@ struct CallerGate: Sendable {
             )
         }
         return nil
+    }
+
+    /// The refusal of a request on `channel` with `authority`, logged; nil when it may be answered.
+    func refusal(of channel: any Channel, authority: String?, logger: Logger) -> WebDriverError? {
+        guard let refusal = refusal(authority: authority, local: channel.localAddress, remote: channel.remoteAddress)
+        else { return nil }
+        logger.notice(
+            "connection refused",
+            metadata: ["peer": "\(channel.remoteAddress.map { "\($0)" } ?? "?")", "reason": "\(refusal.message)"]
+        )
+        return refusal
     }
 
     /// Whether `authority` (the Host header) names loopback with `port`. Only a name or

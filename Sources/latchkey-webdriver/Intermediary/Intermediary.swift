@@ -27,30 +27,43 @@ public struct IntermediaryOptions: Sendable {
     public var socketPath: String
     /// How long a session with keys may go without a request.
     public var idleTimeout: Duration
+    /// How parallel sessions are kept apart (BrowserAccount.swift).
+    public var isolation: IsolationMode
 
-    public init(port: Int, upstream: String, socketPath: String, idleTimeout: Duration) {
+    public init(
+        port: Int,
+        upstream: String,
+        socketPath: String,
+        idleTimeout: Duration,
+        isolation: IsolationMode = .account
+    ) {
         self.port = port
         self.upstream = upstream
         self.socketPath = socketPath
         self.idleTimeout = idleTimeout
+        self.isolation = isolation
     }
 }
 
 public enum Intermediary {
     /// Serves until SIGINT or SIGTERM, then removes every key it added.
     public static func run(_ options: IntermediaryOptions, logger: Logger) async throws {
-        var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow)
-        configuration.httpVersion = .http1Only
-        let upstreamClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-        let controlClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        let clients = GatewayClients()
         let sessions = SessionRegistry()
+        let upstreamURL = URL(string: options.upstream)
         let authenticators = VirtualAuthenticators(
-            control: ControlAPI(socketPath: options.socketPath, client: controlClient),
+            control: ControlAPI(socketPath: options.socketPath, client: clients.control),
             sessions: sessions,
+            account: BrowserAccount(
+                mode: options.isolation,
+                upstreamHost: upstreamURL?.host ?? "",
+                upstreamPort: upstreamURL?.port ?? (options.upstream.hasPrefix("https://") ? 443 : 80),
+                uid: getuid()
+            ),
             logger: logger
         )
         let responder = IntermediaryResponder(
-            upstream: Upstream(base: options.upstream, client: upstreamClient),
+            upstream: Upstream(base: options.upstream, client: clients.upstream),
             authenticators: authenticators,
             sessions: sessions,
             gate: CallerGate(uid: getuid()),
@@ -76,17 +89,9 @@ public enum Intermediary {
         application.addServices(
             IdleSweeper(timeout: options.idleTimeout, sessions: sessions, authenticators: authenticators)
         )
-        let outcome: (any Error)?
-        do {
-            try await application.runService()
-            outcome = nil
-        } catch {
-            outcome = error
+        try await clients.run({ try await application.runService() }) {
+            await authenticators.removeKeys(await sessions.removeAll(), reason: "latchkey-webdriver stopped")
         }
-        await authenticators.removeKeys(await sessions.removeAll(), reason: "latchkey-webdriver stopped")
-        try? await upstreamClient.shutdown()
-        try? await controlClient.shutdown()
-        if let outcome { throw outcome }
     }
 }
 
@@ -102,14 +107,7 @@ struct IntermediaryResponder: HTTPResponder {
 
     func respond(to request: Request, context: Context) async throws -> Response {
         let channel = context.channel
-        if let refusal = gate.refusal(
-            authority: request.head.authority, local: channel.localAddress,
-            remote: channel.remoteAddress
-        ) {
-            logger.notice(
-                "connection refused",
-                metadata: ["peer": "\(channel.remoteAddress.map { "\($0)" } ?? "?")", "reason": "\(refusal.message)"]
-            )
+        if let refusal = gate.refusal(of: channel, authority: request.head.authority, logger: logger) {
             // Nothing more is read from it: the answer goes out, then the connection closes.
             channel.close(mode: .input, promise: nil)
             var response = Self.answer(.failure(refusal))
@@ -138,6 +136,11 @@ struct IntermediaryResponder: HTTPResponder {
             let response = await forward(method, target, request.headers, body)
             await authenticators.removeKeys(await sessions.end(session: session), reason: "session deleted")
             return response.hummingbird
+        case .forward(nil) where method == "GET" && NodeStatus.isStatus(path):
+            return await NodeStatus.answer(
+                upstream: await forward(method, target, request.headers, body),
+                control: authenticators.control
+            ).hummingbird
         case .forward(let session):
             if let session { await sessions.begin(session) }
             let response = await forward(method, target, request.headers, body)

@@ -52,6 +52,11 @@ actor SessionRegistry {
         sessions[session]?.authenticators.first { $0.id == authenticator }?.configuration
     }
 
+    /// The keys `session` added.
+    func authenticators(of session: String) -> Set<String> {
+        Set(sessions[session]?.authenticators.map(\.id) ?? [])
+    }
+
     func remove(_ authenticator: String, from session: String) {
         sessions[session]?.authenticators.removeAll { $0.id == authenticator }
     }

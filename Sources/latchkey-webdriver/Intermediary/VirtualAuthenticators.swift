@@ -17,6 +17,8 @@ import NIOHTTP1
 struct VirtualAuthenticators: Sendable {
     let control: ControlAPI
     let sessions: SessionRegistry
+    /// Isolation of parallel sessions (BrowserAccount.swift): each session is a browser.
+    let account: BrowserAccount
     let logger: Logger
 
     /// The command's answer (the `value` of a success), or its WebDriver error.
@@ -111,8 +113,17 @@ struct VirtualAuthenticators: Sendable {
     {
         let configuration = try AuthenticatorConfiguration(parameters: .object(parameters))
         let name = Self.newKeyName()
-        let answer = try await control.send(.POST, "/v1/keys", configuration.createKeyRequest(name: name))
-        try expect(answer, [201], authenticator: name)
+        try await account.admit(
+            name,
+            ownKeys: await sessions.authenticators(of: session),
+            control: control,
+            refused: WebDriverError.unknownError
+        ) { () async throws(WebDriverError) in
+            let answer = try await control.send(.POST, "/v1/keys", configuration.createKeyRequest(name: name))
+            try expect(answer, [201], authenticator: name)
+        } remove: {
+            await removeKeys([name], reason: "isolation")
+        }
         await sessions.add(name, configuration: configuration, to: session)
         logger.info("virtual authenticator added", metadata: ["session": "\(session)", "key": "\(name)"])
         return name
