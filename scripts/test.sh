@@ -34,9 +34,12 @@ install_deps() {
     # display of its own (Tests/e2e/test_dunst.py); gnome-keyring and libsecret-tools
     # (secret-tool): the Secret Service the master key is sealed in
     # (Tests/e2e/test_secrets_at_rest.py). dpkg-dev and binutils:
-    # scripts/package-deb.sh, for the kernel tests' deb suite.
+    # scripts/package-deb.sh, for the kernel tests' deb suite; swtpm and ovmf: that suite's
+    # VM has a TPM 2.0 (swtpm, no swtpm_setup: a fresh state directory is a new TPM) and
+    # boots through UEFI (systemd-creds has-tpm2 wants the firmware's TPM2 table).
     local apt_packages=(libssl-dev libudev-dev libsystemd-dev libsqlite3-dev zlib1g-dev pkg-config python3 python3-pip
-        clang systemd dbus libglib2.0-bin python3-gi dunst xvfb dpkg-dev binutils gnome-keyring libsecret-tools)
+        clang systemd dbus libglib2.0-bin python3-gi dunst xvfb dpkg-dev binutils gnome-keyring libsecret-tools
+        swtpm ovmf)
     local missing=()
     for package in "${apt_packages[@]}"; do
         dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
