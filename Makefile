@@ -40,6 +40,9 @@ install: build
 		udevadm control --reload-rules 2>/dev/null || true; \
 		udevadm trigger --subsystem-match=misc --sysname-match=uhid 2>/dev/null || true; \
 		systemctl daemon-reload 2>/dev/null || true; \
+		install -d -m 0700 -o latchkey -g latchkey /var/lib/latchkeyd; \
+		$(BINDIR)/latchkeyd --config $(SYSCONFDIR)/latchkeyd/latchkeyd.toml --master-key systemd-credential \
+			--seal-master-key || echo "the master key is not sealed: latchkeyd will not start (docs/security.md)"; \
 		echo "installed; start it with: systemctl enable --now latchkeyd"; \
 	fi
 

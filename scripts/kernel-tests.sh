@@ -32,10 +32,13 @@
 #      LATCHKEY_KERNEL_SUITES="base browsers deb desktop" picks which (default all four; "devtools",
 #      the DevTools gateway with Playwright and four parallel browsers, runs when named);
 #      LATCHKEY_BROWSERS="firefox" runs only those of "chromium firefox selenium webdriver-firefox".
-#      VM 3 (base image + systemd udev; systemd as PID 1): --suite deb -
-#      scripts/package-deb.sh builds the .deb first, then Tests/kernel/deb-checks.sh:
-#      apt install, systemctl enable --now, a user in the latchkey group, restart,
-#      stop, remove, purge. With other suites (the default "base browsers deb desktop") the
+#      VM 3 (base image + systemd udev and the TSS libraries; systemd as PID 1; UEFI
+#      and a software TPM, swtpm): --suite deb - scripts/package-deb.sh builds the
+#      .deb first, then Tests/kernel/deb-checks.sh: apt install (postinst seals the
+#      master key with tpm2), systemctl enable --now, a user in the latchkey group,
+#      restart, a deleted and a corrupted credential, stop, remove, a reinstall over a
+#      plaintext key, purge. Its state directory is exported; two more light VMs boot
+#      with it (deb-checks.sh --copy-in): another swtpm state (refused), the same (opens). With other suites (the default "base browsers deb desktop") the
 #      package holds the debug binaries of step 1 (package-deb.sh --bin-dir), which find
 #      the Swift runtime in the share as the other suites do: no release build in CI.
 #      Alone (LATCHKEY_KERNEL_SUITES=deb) it is the release package (a release build
@@ -176,7 +179,10 @@ BROWSERS_PACKAGES="firefox-esr xvfb xdotool x11-utils x11-apps python3-distutils
 # Selenium's Python bindings for the test through latchkey-webdriver (webdriver_intermediary.py);
 # cryptography: see BASE_WHEELS.
 BROWSERS_WHEELS="marionette-driver==3.7.1 selenium==4.51.0 cryptography==48.0.0"
-DEB_PACKAGES="systemd udev"  # the deb suite: systemd as PID 1; the package's dependencies are in the base
+# The deb suite: systemd as PID 1 (the package's dependencies are in the base), and the TPM
+# Software Stack systemd-creds loads (dlopen) to seal with the guest's TPM (swtpm, RIG_TPM):
+# esys with its TCTI for /dev/tpmrm0, rc and mu. No tpm2-tools: systemd-creds is the client.
+DEB_PACKAGES="systemd udev libtss2-esys-3.0.2-0 libtss2-rc0 libtss2-mu0"
 # The desktop suite (--chromium): systemd as PID 1 with logind and PAM sessions
 # (libpam-systemd), a session bus per user (dbus-user-session), Debian's dunst as the
 # notification server (dbus-bin: dunstctl's dbus-send), gdbus (libglib2.0-bin: a look at
@@ -217,11 +223,19 @@ for suite in $SUITES; do
 done
 
 # ---- 3. the VMs ---------------------------------------------------------------------
-if ! command -v qemu-system-x86_64 > /dev/null; then
-    log "apt-get install qemu-system-x86"
+HOST_PACKAGES=()
+command -v qemu-system-x86_64 > /dev/null || HOST_PACKAGES+=(qemu-system-x86)
+# the deb suite's TPM: swtpm (a fresh state directory is a new TPM: no swtpm_setup, so no
+# swtpm-tools) and OVMF, whose EFI boot and ACPI TPM2 table systemd 252's has-tpm2 wants
+if [[ " $SUITES " == *" deb "* ]]; then
+    command -v swtpm > /dev/null || HOST_PACKAGES+=(swtpm)
+    [ -s /usr/share/ovmf/OVMF.fd ] || HOST_PACKAGES+=(ovmf)
+fi
+if [ ${#HOST_PACKAGES[@]} -gt 0 ]; then
+    log "apt-get install ${HOST_PACKAGES[*]}"
     as_root apt-get update -qq && as_root env DEBIAN_FRONTEND=noninteractive \
-        apt-get install -y -qq --no-install-recommends qemu-system-x86 > /dev/null \
-        || { echo "kernel-tests: could not install qemu-system-x86" >&2; exit 1; }
+        apt-get install -y -qq --no-install-recommends "${HOST_PACKAGES[@]}" > /dev/null \
+        || { echo "kernel-tests: could not install ${HOST_PACKAGES[*]}" >&2; exit 1; }
 fi
 ARTIFACT_ARGS=()
 if [ -n "${LATCHKEY_KERNEL_ARTIFACTS:-}" ]; then
@@ -234,7 +248,34 @@ if [ -n "${LATCHKEY_KERNEL_ARTIFACTS:-}" ]; then
 fi
 TOTAL_PASSED=0 TOTAL_FAILED=0 RC=0
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/latchkey-kernel.XXXXXX")
-trap 'rm -rf "$OUT"' EXIT
+# the deb suite's copy test: the state directory a VM exported (inside the repository,
+# the only directory the guests share; sealed to a TPM whose state is in $OUT)
+COPY=
+trap 'rm -rf "$OUT" ${COPY:+"$COPY"}' EXIT
+# run_vm NAME ENV... -- CHECKS...: one VM, its lines and summary counted as NAME
+run_vm() {
+    local name=$1 t rc summary f
+    shift
+    local vm_env=()
+    while [ "$1" != -- ]; do vm_env+=("$1"); shift; done
+    shift
+    log "VM: $name (${vm_env[*]})"
+    t=$(date +%s)
+    env "${vm_env[@]}" "$RIG/run.sh" "$REPO" "$@" | tee "$OUT/$name.log"
+    rc=${PIPESTATUS[0]}
+    summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$OUT/$name.log" | tail -n 1)
+    log "VM: $name: exit $rc after $(( $(date +%s) - t )) s: ${summary:-no summary}"
+    if [ -n "$summary" ]; then
+        TOTAL_PASSED=$(( TOTAL_PASSED + ${summary%% passed*} ))
+        f=${summary#*passed, }
+        TOTAL_FAILED=$(( TOTAL_FAILED + ${f%% failed} ))
+    else
+        # the guest never finished (timeout 124, rig failure 125): count it as a failure
+        TOTAL_FAILED=$(( TOTAL_FAILED + 1 ))
+    fi
+    [ "$rc" = 0 ] || RC=1
+    return "$rc"
+}
 for suite in $SUITES; do
     suite_image "$suite"
     # the browser matrix starts two browsers under TCG: minutes each on a busy host
@@ -245,34 +286,41 @@ for suite in $SUITES; do
     # the browsers find keys through udev (hotplug events, device properties); 3 GiB
     # leave room for a browser beside the daemons and python-fido2
     [ "$suite" = browsers ] && env_vars+=(RIG_UDEV=1 RIG_MEM=3G)
-    log "VM: $suite suite (${env_vars[*]})"
-    t=$(date +%s)
     only_args=()
     [ -n "${LATCHKEY_KERNEL_ONLY:-}" ] && only_args=(--only "$LATCHKEY_KERNEL_ONLY")
     [ -n "${LATCHKEY_BROWSERS:-}" ] && only_args+=(--browsers "$LATCHKEY_BROWSERS")
     checks=(bash Tests/kernel/guest-checks.sh --bin "$BIN" --suite "$suite" "${only_args[@]}" "${ARTIFACT_ARGS[@]}")
-    # the package under systemd: the daemon is the installed one, started by systemctl
-    [ "$suite" = deb ] && env_vars+=(RIG_INIT=systemd RIG_UDEV=1) && checks=(bash Tests/kernel/deb-checks.sh --deb "$DEB")
+    # the package under systemd: the daemon is the installed one, started by systemctl, its
+    # master key sealed to the VM's TPM (swtpm, its state in $OUT/tpm-a; UEFI, so that
+    # systemd-creds has-tpm2 finds it); the state directory is exported for the copy test
+    if [ "$suite" = deb ]; then
+        mkdir -p "$REPO/.build" && COPY=$(mktemp -d "$REPO/.build/kernel-tpm-copy.XXXXXX")
+        env_vars+=(RIG_INIT=systemd RIG_UDEV=1 RIG_FIRMWARE=uefi RIG_TPM="$OUT/tpm-a")
+        checks=(bash Tests/kernel/deb-checks.sh --deb "$DEB" --sealing tpm2 --export "$COPY/state.tar")
+    fi
     # two login users under systemd, Chromium as one of them (desktop-checks.sh)
     [ "$suite" = desktop ] && env_vars+=(RIG_INIT=systemd RIG_UDEV=1 RIG_MEM=3G) \
         && checks=(bash Tests/kernel/desktop-checks.sh --deb "$DEB" "${ARTIFACT_ARGS[@]}")
     # four browsers at once: 4 GiB
     [ "$suite" = devtools ] && env_vars+=(RIG_UDEV=1 RIG_MEM=4G) \
         && checks=(bash Tests/kernel/devtools-checks.sh --bin "$BIN" --rounds "${LATCHKEY_DEVTOOLS_ROUNDS:-20}")
-    env "${env_vars[@]}" "$RIG/run.sh" "$REPO" "${checks[@]}" \
-        | tee "$OUT/$suite.log"
-    rc=${PIPESTATUS[0]}
-    summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$OUT/$suite.log" | tail -n 1)
-    log "VM: $suite suite: exit $rc after $(( $(date +%s) - t )) s: ${summary:-no summary}"
-    if [ -n "$summary" ]; then
-        TOTAL_PASSED=$(( TOTAL_PASSED + ${summary%% passed*} ))
-        f=${summary#*passed, }
-        TOTAL_FAILED=$(( TOTAL_FAILED + ${f%% failed} ))
-    else
-        # the guest never finished (timeout 124, rig failure 125): count it as a failure
-        TOTAL_FAILED=$(( TOTAL_FAILED + 1 ))
+    run_vm "$suite" "${env_vars[@]}" -- "${checks[@]}"
+    if [ "$suite" = deb ]; then
+        # the copy test: that state directory in a VM with another TPM (a new swtpm state)
+        # must not start, then in one with the first TPM's state must
+        if [ -s "$COPY/state.tar" ]; then
+            env_vars=(RIG_EXTRA_SHARES="${EXTRA_SHARES# }" RIG_TIMEOUT="${LATCHKEY_KERNEL_TIMEOUT:-600}"
+                RIG_IMAGE_DIR="$IMAGE_DIR" RIG_INIT=systemd RIG_UDEV=1 RIG_FIRMWARE=uefi)
+            run_vm deb-copy-other-tpm "${env_vars[@]}" RIG_TPM="$OUT/tpm-b" -- \
+                bash Tests/kernel/deb-checks.sh --deb "$DEB" --copy-in "$COPY/state.tar" --copy-expect refused
+            run_vm deb-copy-same-tpm "${env_vars[@]}" RIG_TPM="$OUT/tpm-a" -- \
+                bash Tests/kernel/deb-checks.sh --deb "$DEB" --copy-in "$COPY/state.tar" --copy-expect opens --sealing tpm2
+        else
+            log "VM: deb: no state directory was exported: the copy test cannot run"
+            TOTAL_FAILED=$(( TOTAL_FAILED + 1 )) RC=1
+        fi
+        rm -rf "$COPY"
     fi
-    [ "$rc" = 0 ] || RC=1
 done
 
 log "done in $(( $(date +%s) - T0 )) s"

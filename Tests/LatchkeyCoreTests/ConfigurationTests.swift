@@ -48,6 +48,8 @@ struct ConfigurationTests {
         try shipped.apply(toml: try String(contentsOf: packaged, encoding: .utf8), source: packaged.path)
         #expect(shipped.keys.isEmpty)
         #expect(shipped.presence == .prompt)
+        // the packaged unit's LoadCredentialEncrypted= needs this source (postinst seals it)
+        #expect(shipped.masterKeySource.rawValue == "systemd-credential")
     }
 
     @Test("a full file sets every field")

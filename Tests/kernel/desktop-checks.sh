@@ -382,6 +382,9 @@ enabled = "auto"
 enabled = "on"
 listen = "127.0.0.1:3240"
 
+[master-key]
+source = "systemd-credential"   # the packaged unit's LoadCredentialEncrypted= (postinst sealed it)
+
 [[keys]]
 name = "parked"
 uhid = false

@@ -28,6 +28,12 @@
 #   RIG_SHARE_RO=1    DIR read-only
 #   RIG_NET=1         a NIC with no way out (qemu user networking, restrict=on), plus:
 #   RIG_HOSTFWD       "PORT ..." host 127.0.0.1:PORT -> guest PORT (implies RIG_NET=1)
+#   RIG_TPM=DIR       a TPM 2.0 on the guest's TIS interface: Debian's swtpm, its state in DIR
+#                     (made on first use; keep it to boot the same "machine" again), started
+#                     here and ending with qemu (--terminate). Never a directory of the repository
+#   RIG_FIRMWARE=uefi boot through OVMF (UEFI, /usr/share/ovmf/OVMF.fd) and the bzImage, so that
+#                     the guest sees EFI and the firmware's ACPI TPM2 table (systemd-creds
+#                     has-tpm2 says "firmware"); default: qemu's BIOS and the vmlinux (PVH)
 #   RIG_ACCEL         tcg (default; KVM does not work on the build machines) | kvm
 #   RIG_CPU           the TCG CPU model (max)      RIG_MACHINE  pc (default) | q35
 #   RIG_APPEND        more kernel command line     RIG_QEMU_ARGS  more qemu arguments
@@ -55,6 +61,18 @@ if [ -z "$IMG" ]; then
 fi
 KERNEL=$IMG/vmlinux
 [ -s "$KERNEL" ] || KERNEL=$IMG/vmlinuz
+FIRMWARE=()
+case "${RIG_FIRMWARE:-bios}" in
+    bios) ;;
+    uefi)
+        # OVMF loads a kernel with an EFI stub, not the bare ELF
+        KERNEL=$IMG/vmlinuz
+        [ -s /usr/share/ovmf/OVMF.fd ] \
+            || { echo "run.sh: RIG_FIRMWARE=uefi needs /usr/share/ovmf/OVMF.fd (apt-get install ovmf)" >&2; exit 125; }
+        FIRMWARE=(-bios /usr/share/ovmf/OVMF.fd)
+        ;;
+    *) echo "run.sh: RIG_FIRMWARE must be bios or uefi, not $RIG_FIRMWARE" >&2; exit 2 ;;
+esac
 for f in "$KERNEL" "$IMG/initrd.img" "$IMG/rootfs.ext4"; do
     [ -s "$f" ] || { echo "run.sh: $f is missing: build the image first (build-image.sh)" >&2; exit 125; }
 done
@@ -90,9 +108,11 @@ NET=${RIG_NET:-0}
 [ -n "${RIG_HOSTFWD:-}" ] && NET=1
 CTL=$(mktemp -d "${TMPDIR:-/tmp}/latchkey-rig.XXXXXX")
 QEMU_PID=
+SWTPM_PID=
 TAIL_PIDS=()
 cleanup() {
     [ -n "$QEMU_PID" ] && kill "$QEMU_PID" 2> /dev/null
+    [ -n "$SWTPM_PID" ] && kill "$SWTPM_PID" 2> /dev/null
     [ ${#TAIL_PIDS[@]} -gt 0 ] && kill "${TAIL_PIDS[@]}" 2> /dev/null
     if [ "${RIG_KEEP_CTL:-0}" = 1 ]; then echo "run.sh: control directory kept: $CTL" >&2; else rm -rf "$CTL"; fi
 }
@@ -134,7 +154,7 @@ else
     ACCEL=(-accel tcg,thread=multi -cpu "${RIG_CPU:-max}")
 fi
 QEMU=(qemu-system-x86_64 -machine "${RIG_MACHINE:-pc}" "${ACCEL[@]}" -smp "${RIG_SMP:-2}" -m "${RIG_MEM:-2G}"
-    -nodefaults -no-user-config -display none -no-reboot -monitor none
+    "${FIRMWARE[@]}" -nodefaults -no-user-config -display none -no-reboot -monitor none
     -kernel "$KERNEL" -initrd "$IMG/initrd.img" -append "$APPEND ${RIG_APPEND:-}"
     -drive "id=root,file=$IMG/rootfs.ext4,format=raw,if=none,snapshot=on,cache=unsafe"
     -device virtio-blk-pci,drive=root
@@ -154,6 +174,25 @@ if [ "$NET" = 1 ]; then
 else
     QEMU+=(-nic none)
 fi
+if [ -n "${RIG_TPM:-}" ]; then
+    # qemu's TPM emulator backend speaks swtpm's control protocol on this socket and
+    # hands it the data channel; --terminate ends swtpm when qemu goes
+    command -v swtpm > /dev/null || { echo "run.sh: RIG_TPM needs swtpm (apt-get install swtpm)" >&2; exit 125; }
+    mkdir -p "$RIG_TPM" || exit 125
+    # the TPM's seeds are what the guest seals with: never where the guest can read them
+    case "$(cd "$RIG_TPM" && pwd -P)/" in
+        "$SHARE"/* | "${SHARE_AT:-/nonexistent}"/*)
+            echo "run.sh: RIG_TPM=$RIG_TPM is inside the shared directory $SHARE: the guest would see its TPM's state" >&2
+            exit 2 ;;
+    esac
+    swtpm socket --tpm2 --tpmstate "dir=$RIG_TPM" --ctrl "type=unixio,path=$CTL/swtpm.sock" --terminate \
+        --log "file=$CTL/swtpm.log" < /dev/null > /dev/null 2>&1 &
+    SWTPM_PID=$!
+    for _ in $(seq 100); do [ -S "$CTL/swtpm.sock" ] && break; sleep 0.1; done
+    [ -S "$CTL/swtpm.sock" ] || { echo "run.sh: swtpm did not start:" >&2; cat "$CTL/swtpm.log" >&2 2> /dev/null; exit 125; }
+    QEMU+=(-chardev "socket,id=chrtpm,path=$CTL/swtpm.sock" -tpmdev emulator,id=tpm0,chardev=chrtpm
+        -device tpm-tis,tpmdev=tpm0)
+fi
 if [ "${RIG_INTERACTIVE:-0}" = 1 ]; then QEMU+=(-serial mon:stdio); else QEMU+=(-serial "file:$CTL/console.log"); fi
 # shellcheck disable=SC2206 # extra arguments, split as words by design
 [ -n "${RIG_QEMU_ARGS:-}" ] && QEMU+=($RIG_QEMU_ARGS)
@@ -172,6 +211,13 @@ else
     wait "$QEMU_PID"
     QEMU_RC=$?
     QEMU_PID=
+    # swtpm ends by itself once qemu's connection closes (a backstop if it did not)
+    if [ -n "$SWTPM_PID" ]; then
+        for _ in $(seq 50); do kill -0 "$SWTPM_PID" 2> /dev/null || break; sleep 0.1; done
+        kill "$SWTPM_PID" 2> /dev/null && echo "run.sh: swtpm had to be stopped" >&2
+        wait "$SWTPM_PID" 2> /dev/null
+        SWTPM_PID=
+    fi
     wait "${TAIL_PIDS[@]}" 2> /dev/null
     TAIL_PIDS=()
 fi
