@@ -188,7 +188,8 @@ DEB_PACKAGES="systemd udev libtss2-esys-3.0.2-0 libtss2-rc0 libtss2-mu0"
 # notification server (dbus-bin: dunstctl's dbus-send), gdbus (libglib2.0-bin: a look at
 # a user's session bus by hand; latchkey itself speaks sd-bus, libsystemd0), an X server
 # per user, curl as another uid.
-DESKTOP_PACKAGES="systemd udev dbus-user-session libpam-systemd dbus-bin libglib2.0-bin dunst xvfb curl"
+# The TSS libraries: systemd-creds seals the system unit's key with the VM's TPM, as in the deb suite.
+DESKTOP_PACKAGES="systemd udev dbus-user-session libpam-systemd dbus-bin libglib2.0-bin dunst xvfb curl libtss2-esys-3.0.2-0 libtss2-rc0 libtss2-mu0"
 # The devtools suite (LATCHKEY_KERNEL_SUITES=devtools; Tests/kernel/devtools-checks.sh): Xvfb for
 # four Chromium windows; PyPI's Playwright, pytest and pytest-xdist, websocket-client for the raw
 # CDP client.
@@ -227,7 +228,7 @@ HOST_PACKAGES=()
 command -v qemu-system-x86_64 > /dev/null || HOST_PACKAGES+=(qemu-system-x86)
 # the deb suite's TPM: swtpm (a fresh state directory is a new TPM: no swtpm_setup, so no
 # swtpm-tools) and OVMF, whose EFI boot and ACPI TPM2 table systemd 252's has-tpm2 wants
-if [[ " $SUITES " == *" deb "* ]]; then
+if [[ " $SUITES " == *" deb "* || " $SUITES " == *" desktop "* ]]; then
     command -v swtpm > /dev/null || HOST_PACKAGES+=(swtpm)
     [ -s /usr/share/ovmf/OVMF.fd ] || HOST_PACKAGES+=(ovmf)
 fi
@@ -298,9 +299,12 @@ for suite in $SUITES; do
         env_vars+=(RIG_INIT=systemd RIG_UDEV=1 RIG_FIRMWARE=uefi RIG_TPM="$OUT/tpm-a")
         checks=(bash Tests/kernel/deb-checks.sh --deb "$DEB" --sealing tpm2 --export "$COPY/state.tar")
     fi
-    # two login users under systemd, Chromium as one of them (desktop-checks.sh)
-    [ "$suite" = desktop ] && env_vars+=(RIG_INIT=systemd RIG_UDEV=1 RIG_MEM=3G) \
-        && checks=(bash Tests/kernel/desktop-checks.sh --deb "$DEB" "${ARTIFACT_ARGS[@]}")
+    # two login users under systemd, Chromium as one of them (desktop-checks.sh); the system
+    # unit's master key sealed to a TPM of this VM's own, so Chromium signs in with a key
+    # sealed to it
+    [ "$suite" = desktop ] && env_vars+=(RIG_INIT=systemd RIG_UDEV=1 RIG_MEM=3G RIG_FIRMWARE=uefi
+        RIG_TPM="$OUT/tpm-desktop") \
+        && checks=(bash Tests/kernel/desktop-checks.sh --deb "$DEB" --sealing tpm2 "${ARTIFACT_ARGS[@]}")
     # four browsers at once: 4 GiB
     [ "$suite" = devtools ] && env_vars+=(RIG_UDEV=1 RIG_MEM=4G) \
         && checks=(bash Tests/kernel/devtools-checks.sh --bin "$BIN" --rounds "${LATCHKEY_DEVTOOLS_ROUNDS:-20}")

@@ -259,6 +259,18 @@ else
     bad "the journal: the master key came from the sealed credential${SEALING:+, sealed-with=$SEALING} (line: ${line:-none})"
     journal
 fi
+# nothing by the side: no core file (LimitCORE=0, RLIMIT_CORE 0) and not dumpable
+# (PR_SET_DUMPABLE 0: the kernel gives the process's /proc files to root, not to latchkey)
+PID=$(systemctl show -P MainPID latchkeyd.service)
+expect "the running daemon (pid $PID): core file size 0, not dumpable (/proc/$PID/environ is root's)" \
+    bash -c 'grep -E "^Max core file size +0 +0 " "/proc/$1/limits" && [ "$(stat -c %U "/proc/$1/environ")" = root ] \
+        && [ "$(ps -o user= -p "$1" | tr -d " ")" = latchkey ]' _ "$PID"
+score=$(systemd-analyze security latchkeyd.service 2>&1 | tail -n 1)
+if grep -qE 'Overall exposure level for latchkeyd.service: [0-9.]+ (OK|SAFE)' <<< "$score"; then
+    ok "systemd-analyze security latchkeyd.service, the running unit: ${score#*: }"
+else
+    bad "systemd-analyze security latchkeyd.service in the OK band (${score:-no answer})"
+fi
 useradd -m -G latchkey "$USER_NAME"
 chown "$USER_NAME" "$W"
 expect "$USER_NAME (group latchkey): latchkeyctl status, no key yet" \

@@ -5,7 +5,7 @@
 # `systemd --user`), a session bus, an X display (Xvfb), Debian's dunst as the
 # notification server, and, for alice, Debian's Chromium through chromedriver.
 #
-#   desktop-checks.sh --deb FILE [--artifacts DIR]
+#   desktop-checks.sh --deb FILE [--sealing tpm2|host] [--artifacts DIR]
 #
 # Setup: apt install the package (offline); alice and bob, both in the latchkey group,
 # each logged in through PAM (systemd-run -p PAMName=login: pam_systemd registers the
@@ -37,11 +37,12 @@
 # status 1 when a check failed. Every process started here has a time limit.
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-DEB= ARTIFACTS=
+DEB= ARTIFACTS= SEALING=
 while [ $# -gt 0 ]; do
     case "$1" in
         --deb) DEB=$2; shift ;;
         --artifacts) ARTIFACTS=$2; shift ;;
+        --sealing) SEALING=$2; shift ;;
         *) echo "desktop-checks.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -397,6 +398,16 @@ if timeout 120 systemctl enable --now latchkeyd.service > "$W/log" 2>&1 \
 else
     system_journal >> "$W/log"
     bad "systemctl enable --now latchkeyd: active"
+fi
+# the key Chromium signs in with below: sealed by postinst, to the VM's TPM when the rig gives
+# one (kernel-tests.sh: swtpm and UEFI, --sealing tpm2), else to the host key
+line=$(journalctl -q -o cat -u latchkeyd.service 2> /dev/null | grep 'master key loaded' | tail -n 1)
+if grep -q 'source=systemd-credential' <<< "$line" && grep -q "sealed-with=${SEALING:-[a-z]}" <<< "$line" \
+    && [ ! -e /var/lib/latchkeyd/master-key ]; then
+    ok "the system unit's master key: the sealed credential, $(grep -o 'sealed-with=[^ ]*' <<< "$line"), no plaintext file"
+else
+    echo "# line: ${line:-none}"; ls -la /var/lib/latchkeyd 2>&1 | sed 's/^/# /'
+    bad "the system unit's master key: the sealed credential${SEALING:+, sealed-with=$SEALING}, no plaintext file"
 fi
 # alice's event stream, from before bob tries anything to the end
 as_argv alice
