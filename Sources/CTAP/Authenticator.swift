@@ -327,23 +327,15 @@ public actor Authenticator {
     }
 
     /// Asks for presence and built-in user verification in one touch (the
-    /// request says `userVerification`), as performBuiltInUv (CTAP 2.1
-    /// §6.1.2 step 11.2, §6.5.5.8): presence without verification is a
-    /// failed verification, which spends one of uvRetries and is
-    /// CTAP2_ERR_UV_INVALID, or CTAP2_ERR_UV_BLOCKED when none is left (as
-    /// the last wrong PIN is PIN_BLOCKED). Blocked, built-in UV is refused
-    /// with UV_BLOCKED without asking, until the PIN is entered; a success
-    /// restores the retries. Refusals map as in `collectPresence` and spend
-    /// nothing.
+    /// request says `userVerification`): presence without verification is
+    /// CTAP2_ERR_UV_INVALID (CTAP 2.1 §6.1.2 step 11.2, §6.5.5.8: the
+    /// built-in UV failed); refusals map as in `collectPresence`.
     func collectVerifiedPresence(_ request: PresenceRequest) async throws(CTAPStatus) {
         var request = request
         request.userVerification = true
-        if try uvRetries() == 0 { throw .uvBlocked }
         switch await presence.requestPresence(request) {
-        case .verified:
-            try restoreUVRetries()
-            return
-        case .approved: throw try spendUVRetry() == 0 ? .uvBlocked : .uvInvalid
+        case .verified: return
+        case .approved: throw .uvInvalid
         case .denied: throw .operationDenied
         case .timedOut: throw .userActionTimeout
         case .cancelled: throw .keepaliveCancel

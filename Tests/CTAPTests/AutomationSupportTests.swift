@@ -85,61 +85,6 @@ struct AutomationSupportTests {
         #expect(try Assertion(try await key.getAssertion(get)).flags & 0x04 != 0, "UV from the token")
     }
 
-    @Test("failed built-in UV spends uvRetries; at 0 it is UV_BLOCKED without a touch until the PIN is entered")
-    func userVerificationRetries() async throws {
-        let key = TestKey { $0.builtInUserVerification = true }
-        func uvRetries() async throws -> Int? {
-            let (status, body) = try await key.send(.clientPIN, TestKey.clientPINRequest(protocol: nil, 7))
-            try #require(status == .ok)
-            return try #require(body).mapValue()[int: 5]?.intValue()
-        }
-        let made = try await key.makeCredential(MakeCredentialBuilder())
-        var get = GetAssertionBuilder()
-        get.allowList = [made.credentialId]
-        get.uv = true
-        for left in (1...7).reversed() {
-            key.presence.enqueue(.approved)
-            #expect(try await key.send(.getAssertion, get.cbor).0 == .uvInvalid)
-            #expect(try await uvRetries() == left)
-        }
-        // A success restores them all.
-        key.presence.enqueue(.verified)
-        #expect(try Assertion(try await key.getAssertion(get)).flags & 0x04 != 0)
-        #expect(try await uvRetries() == 8)
-        for _ in 1...7 {
-            key.presence.enqueue(.approved)
-            #expect(try await key.send(.getAssertion, get.cbor).0 == .uvInvalid)
-        }
-        key.presence.enqueue(.approved)
-        #expect(try await key.send(.getAssertion, get.cbor).0 == .uvBlocked, "the eighth failure blocks")
-        #expect(try await uvRetries() == 0)
-        // Blocked: refused before anyone is asked, by every built-in UV path.
-        let asked = key.presence.requests.count
-        key.presence.enqueue(.verified)
-        #expect(try await key.send(.getAssertion, get.cbor).0 == .uvBlocked)
-        var create = MakeCredentialBuilder()
-        create.uv = true
-        #expect(try await key.send(.makeCredential, create.cbor).0 == .uvBlocked)
-        let platform = try await key.platform(2)
-        let uvRequest = TestKey.clientPINRequest(
-            protocol: 2, 6, keyAgreement: platform.keyAgreement, permissions: 0x02, rpId: "example.com"
-        )
-        #expect(try await key.send(.clientPIN, uvRequest).0 == .uvBlocked)
-        #expect(key.presence.requests.count == asked)
-        // Presence alone still works; the PIN unblocks built-in UV.
-        get.uv = false
-        _ = try await key.getAssertion(get)
-        #expect(try await key.setPIN("1234") == .ok)
-        #expect(try await uvRetries() == 0, "setting a PIN is not entering it")
-        #expect(try await key.pinToken("1234").0 == .ok)
-        #expect(try await uvRetries() == 8)
-        key.presence.enqueue(.approved)
-        #expect(try await key.send(.clientPIN, uvRequest).0 == .uvInvalid)
-        #expect(try await uvRetries() == 7)
-        try await key.authenticator.restoreUserVerificationRetries()
-        #expect(try await uvRetries() == 8, "the sensor's owner restores them")
-    }
-
     // MARK: Feature switches
 
     @Test("residentKeys, largeBlobs and extensions can be switched off; getInfo follows")

@@ -229,10 +229,6 @@ struct CDPWebAuthnTypesTests {
         #expect(throws: CDPError.server("The Authenticator does not support Resident Credentials.")) {
             try CDPCredential.seedRequest(params: Self.credential([:]), options: plain)
         }
-        let u2f = try Self.options(["protocol": "u2f", "hasResidentKey": .bool(true)])
-        #expect(throws: CDPError.server("The Authenticator does not support Resident Credentials."), "U2F has none") {
-            try CDPCredential.seedRequest(params: Self.credential([:]), options: u2f)
-        }
         let noBlob = try Self.options(["hasResidentKey": .bool(true)])
         #expect(throws: CDPError.self) {
             try CDPCredential.seedRequest(params: Self.credential(["largeBlob": "AQID"]), options: noBlob)

@@ -22,7 +22,6 @@ from cryptography.exceptions import InvalidSignature
 from fido2.ctap import CtapError
 from fido2.ctap1 import Ctap1
 from fido2.ctap2 import Ctap2
-from fido2.ctap2.pin import ClientPin
 from fido2.hid import CAPABILITY
 
 import rp
@@ -451,35 +450,6 @@ def test_is_user_verified_decides_built_in_uv(usb, control, make_key, events):
     assert get_assertion(ctap, cred.credential_id, uv=True).auth_data.is_user_verified()
     assert control.put(f"/v1/keys/{name}/user-verified", {"isUserVerified": "yes"}, expect=400)
     assert control.put("/v1/keys/nope/user-verified", {"isUserVerified": True}, expect=404)
-
-
-def test_failed_built_in_uv_spends_retries_until_blocked(usb, control, make_key):
-    """isUserVerified false fails built-in UV as a sensor would: getUVRetries falls, the
-    eighth failure blocks, blocked UV is refused without asking; setting the answer again
-    restores the retries."""
-    doc = make_key(options={"hasUserVerification": True, "isUserVerified": True})
-    name = doc["name"]
-    ctap = ctap2(usb, doc)
-    pin = ClientPin(ctap)
-    cred = make_credential(ctap).auth_data.credential_data
-    assert pin.get_uv_retries() == 8
-    control.put(f"/v1/keys/{name}/user-verified", {"isUserVerified": False})
-    for left in range(7, 0, -1):
-        with pytest.raises(CtapError) as failed:
-            get_assertion(ctap, cred.credential_id, uv=True)
-        assert failed.value.code == CtapError.ERR.UV_INVALID
-        assert pin.get_uv_retries() == left
-    for _ in range(2):
-        with pytest.raises(CtapError) as blocked:
-            get_assertion(ctap, cred.credential_id, uv=True)
-        assert blocked.value.code == CtapError.ERR.UV_BLOCKED
-    assert pin.get_uv_retries() == 0
-    with pytest.raises(CtapError) as token:
-        pin.get_uv_token(ClientPin.PERMISSION.GET_ASSERTION, rp.RP_ID)
-    assert token.value.code == CtapError.ERR.UV_BLOCKED
-    control.put(f"/v1/keys/{name}/user-verified", {"isUserVerified": True})
-    assert pin.get_uv_retries() == 8
-    assert get_assertion(ctap, cred.credential_id, uv=True).auth_data.is_user_verified()
 
 
 # ---- credential events --------------------------------------------------------------------------

@@ -219,14 +219,6 @@ extension Authenticator {
         try administering { () throws(CTAPStatus) in try checkPIN(presented, against: stored, regenerating: nil) }
     }
 
-    /// Built-in user verification's retries back to the maximum, unblocking
-    /// it without a PIN: for the daemon's owner of the sensor (the control
-    /// API setting what built-in UV answers), not for a platform, which must
-    /// enter the PIN.
-    public func restoreUserVerificationRetries() throws(AdministrationError) {
-        try administering { () throws(CTAPStatus) in try restoreUVRetries() }
-    }
-
     /// The stored PIN, when one is set and not blocked.
     private func unblockedPIN() throws(AdministrationError) -> StoredPIN {
         try administering { () throws(CTAPStatus) in

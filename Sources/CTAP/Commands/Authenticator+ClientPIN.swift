@@ -14,7 +14,6 @@
 // | pin.forceChange    | present (1 byte, 1) while forcePINChange is true |
 // | pin.minLength      | the current minimum PIN length (1 byte); absent means the configured default |
 // | pin.persistentToken | the persistent pinUvAuthToken (32 bytes), see Authenticator+PersistentToken.swift |
-// | uv.retries         | uvRetries (1 byte); absent means the maximum, 8 |
 //
 // Per power cycle, in memory: the key agreement keys, the pinUvAuthTokens and
 // their state with its usage timer (`PinUvAuthTokenState`), and the count of
@@ -30,9 +29,6 @@ enum PINSecret {
     static let forceChange = "pin.forceChange"
     static let minLength = "pin.minLength"
     static let persistentToken = "pin.persistentToken"
-    static let uvRetries = "uv.retries"
-    /// The maximum value of uvRetries: 8, as pinRetries'.
-    static let maxUVRetries = 8
     /// The maximum value of pinRetries (§6.5.2.2: 8).
     static let maxRetries = 8
     /// Consecutive mismatches after which a power cycle is needed (§6.5.5.7: 3).
@@ -157,10 +153,9 @@ extension Authenticator {
         case .getPinUvAuthTokenUsingUvWithPermissions where configuration.builtInUserVerification:
             return try await getPinUvAuthTokenUsingUvWithPermissions(request)
         case .getUVRetries where configuration.builtInUserVerification:
-            // §6.5.5.3: what is left after the failed built-in verifications
-            // (collectVerifiedPresence counts them), so that a platform stops
-            // asking as it does with a real sensor.
-            return ClientPINResponse(uvRetries: try uvRetries())
+            // The decider's refusals are not counted: it is a policy, not a
+            // sensor a person could wear out.
+            return ClientPINResponse(uvRetries: PINSecret.maxRetries)
         case .getPinUvAuthTokenUsingUvWithPermissions, .getUVRetries, nil: throw .invalidSubcommand
         }
         return ClientPINResponse()
@@ -458,8 +453,6 @@ extension Authenticator {
             try store.setSecret([UInt8(PINSecret.maxRetries)], named: PINSecret.retries)
         }
         pinUvAuth.consecutiveMismatches = 0
-        // The PIN was entered: built-in UV is usable again.
-        try restoreUVRetries()
     }
 
     /// decrypt(sharedSecret, newPinEnc) and the 64-byte padding check
@@ -507,43 +500,14 @@ extension Authenticator {
 
     /// pinRetries: the maximum until a PIN check first fails.
     func pinRetries() throws(CTAPStatus) -> Int {
-        try retriesCounter(PINSecret.retries, maximum: PINSecret.maxRetries, "pinRetries")
-    }
-
-    /// A retries counter kept as a one-byte secret; `maximum` while absent.
-    private func retriesCounter(_ name: String, maximum: Int, _ what: String) throws(CTAPStatus) -> Int {
-        guard let value = try storing("reading \(what)", { () throws(StoreError) in
-            try store.secret(named: name)
-        }) else { return maximum }
-        guard value.count == 1, Int(value[0]) <= maximum else {
-            diagnostics?("stored \(what) is malformed")
+        guard let value = try storing("reading pinRetries", { () throws(StoreError) in
+            try store.secret(named: PINSecret.retries)
+        }) else { return PINSecret.maxRetries }
+        guard value.count == 1, Int(value[0]) <= PINSecret.maxRetries else {
+            diagnostics?("stored pinRetries is malformed")
             throw .other
         }
         return Int(value[0])
-    }
-
-    /// uvRetries: built-in verifications that may still fail before built-in
-    /// UV blocks (CTAP2_ERR_UV_BLOCKED until the PIN is entered).
-    func uvRetries() throws(CTAPStatus) -> Int {
-        try retriesCounter(PINSecret.uvRetries, maximum: PINSecret.maxUVRetries, "uvRetries")
-    }
-
-    /// One failed built-in verification spent: the retries left.
-    func spendUVRetry() throws(CTAPStatus) -> Int {
-        let left = max(try uvRetries() - 1, 0)
-        try storing("persisting uvRetries") { () throws(StoreError) in
-            try store.setSecret([UInt8(left)], named: PINSecret.uvRetries)
-        }
-        return left
-    }
-
-    /// uvRetries back to the maximum (a built-in verification succeeded or
-    /// the PIN was entered); written only when it was spent.
-    func restoreUVRetries() throws(CTAPStatus) {
-        guard try uvRetries() != PINSecret.maxUVRetries else { return }
-        try storing("restoring uvRetries") { () throws(StoreError) in
-            try store.setSecret([UInt8(PINSecret.maxUVRetries)], named: PINSecret.uvRetries)
-        }
     }
 
     /// forcePINChange (§6.4 getInfo 0x0C).

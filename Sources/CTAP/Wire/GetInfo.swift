@@ -36,7 +36,7 @@ public import CBOR
 /// §6.4): 0x11–0x13 (no UV modality, certifications or preferred platform
 /// UV attempts: built-in UV is a consent policy, not a sensor), 0x15
 /// vendorPrototypeConfigCommands (none), 0x17 uvCountSinceLastPinEntry
-/// (optional; clientPIN getUVRetries reports the failures), 0x18
+/// (optional; built-in UV has no failure count to report), 0x18
 /// longTouchForReset (absent is false), 0x1A transportsForReset (absent is
 /// every transport in 0x09) and 0x1C pinComplexityPolicyURL (no policy).
 public struct GetInfoResponse: Sendable, CBOREncodable {

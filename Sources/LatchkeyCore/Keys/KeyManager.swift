@@ -652,10 +652,8 @@ package actor KeyManager {
     }
 
     /// Sets what the key's built-in user verification answers, and remembers
-    /// it for a key created through the API. A sensor set anew starts with
-    /// all its retries: failures counted under the old answer (which may
-    /// have blocked built-in UV) do not hold the new one back.
-    package func setUserVerified(_ grant: KeyGrant, _ value: Bool) async throws(CoreError)
+    /// it for a key created through the API.
+    package func setUserVerified(_ grant: KeyGrant, _ value: Bool) throws(CoreError)
         -> UserVerifiedDocument
     {
         let managed = try require(grant, .use)
@@ -669,11 +667,6 @@ package actor KeyManager {
             } catch {
                 logger.error("cannot remember isUserVerified", metadata: ["key": "\(grant.name)", "error": "\(error)"])
             }
-        }
-        do {
-            try await managed.key.authenticator.restoreUserVerificationRetries()
-        } catch {
-            logger.error("cannot restore uvRetries", metadata: ["key": "\(grant.name)", "error": "\(error)"])
         }
         logger.info("isUserVerified set", metadata: ["key": "\(grant.name)", "isUserVerified": "\(value)"])
         return UserVerifiedDocument(isUserVerified: value)

@@ -281,15 +281,6 @@ public actor HIDSession {
         }
     }
 
-    /// Whether the key says "still working" while the engine works. A U2F-only key
-    /// (no CBOR in CTAPHID_INIT's capabilities) stays silent until it answers:
-    /// KEEPALIVE is CTAP2's (§11.2.9.1.7), U2F HID defines none, U2F-only
-    /// YubiKeys send none, and Chromium takes one from a key it knows as U2F-only
-    /// for a broken answer and abandons the request.
-    private var sendsKeepalive: Bool {
-        configuration.capabilities & CTAPHIDConstants.capabilityCBOR != 0
-    }
-
     /// One timer step; false ends the timer.
     private func timerFired() -> Bool {
         guard !closed else { return false }
@@ -299,7 +290,7 @@ public actor HIDSession {
         if queued.load(ordering: .sequentiallyConsistent) == 0 {
             perform(machine.tick(now: now))
         }
-        if let engine, machine.busyChannel == engine.channel, sendsKeepalive {
+        if let engine, machine.busyChannel == engine.channel {
             let status: KeepaliveStatus = presence?.isWaiting == true ? .upNeeded : .processing
             perform(machine.keepalive(channel: engine.channel, status: status))
         }

@@ -40,10 +40,6 @@ struct VirtualAuthenticators: Sendable {
                 parameters: .object(try object(body)),
                 supportsLargeBlob: configuration[.largeBlob]
             )
-            if parameters.isResidentCredential, configuration.latchkeyProtocol == "u2f-only" {
-                // U2F has no discoverable credentials; chromedriver's answer.
-                throw .invalidArgument("The Authenticator does not support Resident Credentials.")
-            }
             let answer = try await control.send(.POST, "/v1/keys/\(id)/credentials", parameters.seedRequest)
             if answer.status == 507 {
                 throw .unknownError("virtual authenticator \(id) is full: \(answer.errorMessage)")

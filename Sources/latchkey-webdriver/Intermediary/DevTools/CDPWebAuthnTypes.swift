@@ -203,9 +203,7 @@ public enum CDPCredential {
                     + "(its ID is its private key, wrapped by the key); add it with isResidentCredential true"
             )
         }
-        guard options.hasResidentKey, options.latchkeyProtocol != "u2f-only" else {
-            throw .server("The Authenticator does not support Resident Credentials.")
-        }
+        guard options.hasResidentKey else { throw .server("The Authenticator does not support Resident Credentials.") }
         guard let userHandle, !userHandle.isEmpty else {
             throw .server("a resident credential needs a userHandle")
         }
